@@ -1,0 +1,205 @@
+package segment
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// timedLog builds segments [0,3) [3,6) [6,9) (active) with max timestamps
+// 1000, 2000, 3000 and 100 bytes per batch.
+func timedLog(t *testing.T, m *MemFS, clock *fakeClock) *Log {
+	l := openLog(t, Options{FS: m, Dir: "d", SegmentBytes: 300, Now: clock.Now})
+	for i := range 9 {
+		ts := int64(i/3+1) * 1000
+		require.NoError(t, l.Append(makeBatch(int64(i), 1, ts-int64(2-i%3), ts-int64(2-i%3), 32)))
+	}
+	require.Len(t, l.Segments(), 3)
+	return l
+}
+
+func TestApplyRetentionByTime(t *testing.T) {
+	clock := newFakeClock()
+	clock.t = time.UnixMilli(10_000)
+	l := timedLog(t, NewMemFS(), clock)
+
+	n, err := l.ApplyRetention(8500*time.Millisecond, -1) // cutoff 1500
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, int64(3), l.StartOffset())
+	_, err = l.Read(nil, 2, 100, 100)
+	require.ErrorIs(t, err, ErrOffsetOutOfRange)
+
+	n, err = l.ApplyRetention(0, -1)
+	require.NoError(t, err)
+	require.Zero(t, n, "unlimited")
+
+	n, err = l.ApplyRetention(7000*time.Millisecond, -1) // cutoff 3000: active expired only with max < cutoff
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Len(t, l.Segments(), 1)
+	require.Equal(t, int64(6), l.StartOffset())
+
+	n, err = l.ApplyRetention(6999*time.Millisecond, -1) // cutoff 3001: the active segment is expired
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, []SegmentInfo{{BaseOffset: 9, NextOffset: 9, MaxTimestamp: -1, Active: true}}, l.Segments())
+	require.Equal(t, int64(9), l.StartOffset())
+	require.Equal(t, int64(9), l.NextOffset())
+	require.NoError(t, l.Append(makeBatch(9, 1, 0, 0, 0)))
+
+	n, err = l.ApplyRetention(time.Millisecond, -1)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, int64(10), l.StartOffset())
+}
+
+func TestApplyRetentionBySize(t *testing.T) {
+	clock := newFakeClock()
+	m := NewMemFS()
+	l := timedLog(t, m, clock)
+	tests := []struct {
+		bytes       int64
+		removed     int
+		startOffset int64
+	}{
+		{-1, 0, 0},
+		{900, 0, 0},
+		{601, 0, 0},
+		{600, 1, 3},
+		{0, 1, 6}, // never the active segment
+		{0, 0, 6},
+	}
+	for _, tt := range tests {
+		n, err := l.ApplyRetention(0, tt.bytes)
+		require.NoError(t, err)
+		require.Equal(t, tt.removed, n, "retention bytes %d", tt.bytes)
+		require.Equal(t, tt.startOffset, l.StartOffset(), "retention bytes %d", tt.bytes)
+	}
+	require.Equal(t, int64(300), l.Size())
+	require.NoError(t, l.Close())
+	names, err := m.ReadDir("d")
+	require.NoError(t, err)
+	require.Equal(t, []string{"00000000000000000006.index", "00000000000000000006.log", "00000000000000000006.timeindex", "checkpoint"}, names)
+	l = openLog(t, Options{FS: m, Dir: "d"})
+	require.Equal(t, int64(6), l.StartOffset())
+	require.Equal(t, int64(9), l.NextOffset())
+}
+
+func TestDeleteTo(t *testing.T) {
+	clock := newFakeClock()
+	m := NewMemFS()
+	l := timedLog(t, m, clock)
+
+	require.NoError(t, l.DeleteTo(4)) // inside segment [3,6)
+	require.Equal(t, int64(4), l.StartOffset())
+	require.Len(t, l.Segments(), 2)
+	_, err := l.Read(nil, 3, 100, 100)
+	require.ErrorIs(t, err, ErrOffsetOutOfRange)
+	got, err := l.Read(nil, 4, 1, 100)
+	require.NoError(t, err)
+	h, err := ParseHeader(got)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), h.BaseOffset)
+
+	require.NoError(t, l.DeleteTo(2), "lower is a no-op")
+	require.Equal(t, int64(4), l.StartOffset())
+	require.ErrorIs(t, l.DeleteTo(10), ErrOffsetOutOfRange)
+
+	// Survives a crash right after (checkpoint persisted before return).
+	crashed := m.Crash(0)
+	l2 := openLog(t, Options{FS: crashed, Dir: "d"})
+	require.Equal(t, int64(4), l2.StartOffset())
+	require.Equal(t, int64(6), l2.NextOffset(), "the unflushed active segment is lost")
+	require.NoError(t, l2.Close())
+
+	require.NoError(t, l.DeleteTo(9)) // NextOffset: rolls and removes everything
+	require.Equal(t, []SegmentInfo{{BaseOffset: 9, NextOffset: 9, MaxTimestamp: -1, Active: true}}, l.Segments())
+	require.Equal(t, int64(9), l.StartOffset())
+	require.NoError(t, l.Close())
+	l = openLog(t, Options{FS: m, Dir: "d"})
+	require.Equal(t, int64(9), l.StartOffset())
+	require.Equal(t, int64(9), l.NextOffset())
+	got, err = l.Read(nil, 9, 100, 100)
+	require.NoError(t, err)
+	require.Empty(t, got)
+}
+
+func TestTruncateTo(t *testing.T) {
+	for _, crash := range []bool{false, true} {
+		t.Run(fmt.Sprintf("crash=%v", crash), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(7, 8))
+			m := NewMemFS()
+			o := Options{FS: m, Dir: "d", SegmentBytes: 2000, IndexIntervalBytes: 300}
+			l := openLog(t, o)
+			bs := genBatches(rng, 0, 200, 0)
+			appendAll(t, l, rng, bs)
+			require.NoError(t, l.Flush(math.MaxInt64))
+			require.Greater(t, len(l.Segments()), 5)
+
+			require.ErrorIs(t, l.TruncateTo(bs[200-1].last+2), ErrOffsetOutOfRange)
+			if bs[50].last > bs[50].base {
+				require.ErrorIs(t, l.TruncateTo(bs[50].base+1), ErrOffsetOutOfRange, "not a boundary")
+			}
+			require.Equal(t, bs[199].last+1, l.NextOffset(), "failed truncations change nothing")
+			require.NoError(t, l.TruncateTo(l.NextOffset()), "no-op")
+
+			cut := 120
+			require.NoError(t, l.TruncateTo(bs[cut].base))
+			require.Equal(t, bs[cut].base, l.NextOffset())
+			require.LessOrEqual(t, l.FlushedOffset(), bs[cut].base)
+			segs := l.Segments()
+			last := segs[len(segs)-1]
+			require.True(t, last.Active)
+			require.Equal(t, bs[cut].base, last.NextOffset)
+			wantMax := int64(math.MinInt64)
+			for _, b := range bs[:cut] {
+				if b.base >= last.BaseOffset {
+					wantMax = max(wantMax, b.maxTs)
+				}
+			}
+			if last.Size > 0 {
+				require.Equal(t, wantMax, last.MaxTimestamp)
+			}
+			require.Equal(t, modelBytes(bs[:cut], 0), readAll(t, l))
+
+			more := genBatches(rng, bs[cut].base, 50, 5000)
+			bs = append(bs[:cut], more...)
+			appendAll(t, l, rng, more)
+			require.NoError(t, l.Flush(math.MaxInt64))
+			require.Equal(t, modelBytes(bs, 0), readAll(t, l))
+			if crash {
+				l = openLog(t, Options{FS: m.Crash(0), Dir: "d", SegmentBytes: 2000, IndexIntervalBytes: 300})
+			} else {
+				require.NoError(t, l.Close())
+				l = openLog(t, o)
+			}
+			require.Equal(t, modelBytes(bs, 0), readAll(t, l))
+			for ts := int64(0); ts < 6000; ts += 13 {
+				want := -1
+				for i, b := range bs {
+					if b.maxTs >= ts {
+						want = i
+						break
+					}
+				}
+				got, ok, err := l.FindTimestamp(ts)
+				require.NoError(t, err)
+				require.Equal(t, want >= 0, ok)
+				if ok {
+					require.Equal(t, bs[want].data, got, "ts %d", ts)
+				}
+			}
+
+			// Truncate to the very start.
+			require.NoError(t, l.TruncateTo(0))
+			require.Equal(t, []SegmentInfo{{MaxTimestamp: -1, Active: true}}, l.Segments())
+			require.NoError(t, l.Append(makeBatch(0, 1, 0, 0, 0)))
+			require.NoError(t, l.Close())
+		})
+	}
+}
