@@ -1,0 +1,331 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stratamq/strata/brokerfleet/internal/topic"
+	"github.com/stratamq/strata/pkg/segment"
+)
+
+// ErrClosed is returned when the partition has been closed (its topic was
+// deleted or the broker is shutting down).
+var ErrClosed = errors.New("partition closed")
+
+// Options configure a Partition.
+type Options struct {
+	Topic  string
+	Index  int32
+	Log    *segment.Log // owned by the partition from now on
+	Config topic.Config
+	Now    func() time.Time // default time.Now
+}
+
+// Partition is one partition's leader state.
+type Partition struct {
+	topic string
+	index int32
+	log   *segment.Log
+	now   func() time.Time
+	cfg   atomic.Pointer[topic.Config]
+
+	mu        sync.Mutex // orders appends; guards producers and closed
+	producers producers
+	closed    bool
+
+	hwm      atomic.Int64
+	logStart atomic.Int64
+
+	watchMu  sync.Mutex
+	watchers map[chan struct{}]struct{}
+
+	flushKick chan struct{}
+	flushStop chan struct{}
+	flushDone chan struct{}
+}
+
+// New wraps an open log. It rebuilds the idempotence window from the
+// headers of the batches in the log.
+func New(o Options) (*Partition, error) {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	p := &Partition{
+		topic:     o.Topic,
+		index:     o.Index,
+		log:       o.Log,
+		now:       o.Now,
+		producers: producers{},
+		watchers:  map[chan struct{}]struct{}{},
+		flushKick: make(chan struct{}, 1),
+		flushStop: make(chan struct{}),
+		flushDone: make(chan struct{}),
+	}
+	cfg := o.Config
+	p.cfg.Store(&cfg)
+	o.Log.SetSegmentConfig(cfg.SegmentBytes, cfg.SegmentAge)
+	err := o.Log.ScanHeaders(o.Log.StartOffset(), func(h segment.Header) bool {
+		appendTime := int64(-1)
+		if h.LogAppendTime() {
+			appendTime = h.MaxTimestamp
+		}
+		p.producers.record(h, appendTime)
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("partition %s-%d: rebuild producer state: %w", o.Topic, o.Index, err)
+	}
+	// Everything recovered from disk is committed: a single replica has
+	// nothing to wait for. Recovery keeps only what survived, which for
+	// "fsync" topics is at least everything ever acknowledged.
+	p.hwm.Store(o.Log.NextOffset())
+	p.logStart.Store(o.Log.StartOffset())
+	go p.flusher()
+	return p, nil
+}
+
+// Topic returns the partition's topic name.
+func (p *Partition) Topic() string { return p.topic }
+
+// Index returns the partition number.
+func (p *Partition) Index() int32 { return p.index }
+
+// Config returns the partition's current topic config.
+func (p *Partition) Config() topic.Config { return *p.cfg.Load() }
+
+// SetConfig applies a changed topic config.
+func (p *Partition) SetConfig(c topic.Config) {
+	p.cfg.Store(&c)
+	p.log.SetSegmentConfig(c.SegmentBytes, c.SegmentAge)
+	p.kickFlush()
+}
+
+// HighWatermark is the offset below which records are committed and
+// visible to consumers.
+func (p *Partition) HighWatermark() int64 { return p.hwm.Load() }
+
+// LogStartOffset is the earliest offset still readable.
+func (p *Partition) LogStartOffset() int64 { return p.logStart.Load() }
+
+// LogEndOffset is the offset the next appended record will get.
+func (p *Partition) LogEndOffset() int64 { return p.log.NextOffset() }
+
+// LeaderEpoch is the epoch stamped into appended batches. A single broker
+// is always the leader of epoch 0; replication brings epochs that change.
+func (p *Partition) LeaderEpoch() int32 { return 0 }
+
+// AppendResult describes an appended (or deduplicated) batch.
+type AppendResult struct {
+	BaseOffset    int64
+	LastOffset    int64
+	LogAppendTime int64 // -1 unless the topic uses LogAppendTime
+	LogStart      int64
+	Duplicate     bool // the batch repeated one already in the log
+}
+
+// Append assigns offsets to one validated batch (CRC already checked by the
+// caller), stamps it and writes it to the log. A batch that repeats one of a
+// producer's last five returns the original offsets with Duplicate set and
+// writes nothing.
+func (p *Partition) Append(batch []byte, h segment.Header) (AppendResult, error) {
+	cfg := p.cfg.Load()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return AppendResult{}, ErrClosed
+	}
+	dup, err := p.producers.check(h)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	if dup != nil {
+		return AppendResult{BaseOffset: dup.baseOffset, LastOffset: dup.lastOffset,
+			LogAppendTime: dup.appendTime, LogStart: p.logStart.Load(), Duplicate: true}, nil
+	}
+	base := p.log.NextOffset()
+	segment.SetBaseOffset(batch, base)
+	segment.SetPartitionLeaderEpoch(batch, p.LeaderEpoch())
+	appendTime := int64(-1)
+	if cfg.LogAppendTime {
+		appendTime = p.now().UnixMilli()
+		segment.SetLogAppendTime(batch, appendTime)
+	}
+	if err := p.log.Append(batch); err != nil {
+		return AppendResult{}, fmt.Errorf("partition %s-%d: %w", p.topic, p.index, err)
+	}
+	h.BaseOffset = base
+	p.producers.record(h, appendTime)
+	if cfg.Durability == topic.DurabilityFsync {
+		p.kickFlush()
+	} else {
+		p.advanceHWM(p.log.NextOffset())
+	}
+	return AppendResult{BaseOffset: base, LastOffset: h.LastOffset(), LogAppendTime: appendTime,
+		LogStart: p.logStart.Load()}, nil
+}
+
+func (p *Partition) kickFlush() {
+	select {
+	case p.flushKick <- struct{}{}:
+	default:
+	}
+}
+
+// flusher advances the high watermark of "fsync" topics to what is durable,
+// sharing one fsync among all appends since the previous one. It also
+// catches up a topic switched from "fsync" to "replicated".
+func (p *Partition) flusher() {
+	defer close(p.flushDone)
+	for {
+		select {
+		case <-p.flushStop:
+			return
+		case <-p.flushKick:
+		}
+		end := p.log.NextOffset()
+		if p.cfg.Load().Durability == topic.DurabilityFsync {
+			if err := p.log.Flush(end); err != nil {
+				// The data stays unacknowledged; the next append retries.
+				continue
+			}
+		}
+		p.advanceHWM(end)
+	}
+}
+
+func (p *Partition) advanceHWM(off int64) {
+	for {
+		cur := p.hwm.Load()
+		if off <= cur {
+			return
+		}
+		if p.hwm.CompareAndSwap(cur, off) {
+			break
+		}
+	}
+	p.notify()
+}
+
+func (p *Partition) notify() {
+	p.watchMu.Lock()
+	for ch := range p.watchers {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	p.watchMu.Unlock()
+}
+
+// Watch registers ch to receive a non-blocking send whenever the high
+// watermark or log start offset moves. The returned func unregisters it.
+func (p *Partition) Watch(ch chan struct{}) (cancel func()) {
+	p.watchMu.Lock()
+	p.watchers[ch] = struct{}{}
+	p.watchMu.Unlock()
+	return func() {
+		p.watchMu.Lock()
+		delete(p.watchers, ch)
+		p.watchMu.Unlock()
+	}
+}
+
+// WaitCommitted blocks until the high watermark reaches off or ctx ends.
+func (p *Partition) WaitCommitted(ctx context.Context, off int64) error {
+	if p.hwm.Load() >= off {
+		return nil
+	}
+	ch := make(chan struct{}, 1)
+	defer p.Watch(ch)()
+	for p.hwm.Load() < off {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Read appends to dst whole committed batches starting with the one holding
+// offset, up to maxBytes. With minOne, the first batch is returned whole
+// even if it exceeds maxBytes (KIP-74).
+func (p *Partition) Read(dst []byte, offset int64, maxBytes int, minOne bool) ([]byte, error) {
+	start := len(dst)
+	out, err := p.log.Read(dst, offset, maxBytes, p.hwm.Load())
+	if err != nil {
+		return dst, err
+	}
+	if !minOne && len(out)-start > maxBytes {
+		return out[:start], nil
+	}
+	return out, nil
+}
+
+// DeleteRecords moves the log start offset to off (-1: the high watermark)
+// and returns the new log start offset.
+func (p *Partition) DeleteRecords(off int64) (int64, error) {
+	hwm := p.hwm.Load()
+	if off == -1 {
+		off = hwm
+	}
+	if off < 0 || off > hwm {
+		return 0, fmt.Errorf("delete records to %d (high watermark %d): %w", off, hwm, segment.ErrOffsetOutOfRange)
+	}
+	if err := p.log.DeleteTo(off); err != nil {
+		return 0, err
+	}
+	p.logStart.Store(p.log.StartOffset())
+	p.notify()
+	return p.logStart.Load(), nil
+}
+
+// Maintain applies retention and time-based rolling; the broker calls it
+// periodically.
+func (p *Partition) Maintain() error {
+	cfg := p.cfg.Load()
+	if err := p.log.MaybeRoll(); err != nil {
+		return err
+	}
+	if _, err := p.log.ApplyRetention(cfg.Retention, cfg.RetentionBytes); err != nil {
+		return err
+	}
+	p.logStart.Store(p.log.StartOffset())
+	return nil
+}
+
+// Size is the bytes of the partition's local log.
+func (p *Partition) Size() int64 { return p.log.Size() }
+
+// Close stops the flusher and closes the log cleanly.
+func (p *Partition) Close() error {
+	if !p.markClosed() {
+		return nil
+	}
+	close(p.flushStop)
+	<-p.flushDone
+	return p.log.Close()
+}
+
+// Remove closes the partition and deletes its log from disk.
+func (p *Partition) Remove() error {
+	if p.markClosed() {
+		close(p.flushStop)
+		<-p.flushDone
+	}
+	return p.log.Remove()
+}
+
+func (p *Partition) markClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.closed = true
+	return true
+}

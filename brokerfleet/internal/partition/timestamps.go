@@ -1,0 +1,109 @@
+package partition
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/stratamq/strata/pkg/segment"
+)
+
+var decompressor = kgo.DefaultDecompressor()
+
+// OffsetForTimestamp returns the first committed offset whose record
+// timestamp is at or after ts, with that record's timestamp. ok is false
+// when no such record exists.
+func (p *Partition) OffsetForTimestamp(ts int64) (offset, recordTS int64, ok bool, err error) {
+	hwm := p.hwm.Load()
+	batch, found, err := p.log.FindTimestamp(ts)
+	if err != nil || !found {
+		return 0, 0, false, err
+	}
+	h, err := segment.ParseHeader(batch)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	if h.LastOffset() >= hwm {
+		return 0, 0, false, nil
+	}
+	start := p.logStart.Load()
+	offset, recordTS = -1, 0
+	err = eachRecordTimestamp(batch, h, func(off, rts int64) bool {
+		if off >= start && rts >= ts {
+			offset, recordTS = off, rts
+			return false
+		}
+		return true
+	})
+	if err != nil {
+		return 0, 0, false, err
+	}
+	return offset, recordTS, offset >= 0, nil
+}
+
+// MaxTimestamp returns the offset and timestamp of the committed record with
+// the largest timestamp (ListOffsets timestamp -3); ok is false for an empty
+// log.
+func (p *Partition) MaxTimestamp() (offset, ts int64, ok bool, err error) {
+	max := int64(-1)
+	for _, s := range p.log.Segments() {
+		if s.MaxTimestamp > max {
+			max = s.MaxTimestamp
+		}
+	}
+	if max < 0 {
+		return 0, 0, false, nil
+	}
+	return p.OffsetForTimestamp(max)
+}
+
+// eachRecordTimestamp calls fn with the offset and timestamp of each record
+// in batch until fn returns false.
+func eachRecordTimestamp(batch []byte, h segment.Header, fn func(off, ts int64) bool) error {
+	if h.LogAppendTime() {
+		// Every record carries the batch's append time.
+		for i := int64(0); i <= int64(h.LastOffsetDelta); i++ {
+			if !fn(h.BaseOffset+i, h.MaxTimestamp) {
+				return nil
+			}
+		}
+		return nil
+	}
+	body := batch[segment.HeaderSize:h.Size()]
+	codec := kgo.CompressionCodecType(h.Compression())
+	if codec != kgo.CodecNone {
+		var err error
+		if body, err = decompressor.Decompress(body, codec); err != nil {
+			return fmt.Errorf("decompress batch at %d: %w", h.BaseOffset, err)
+		}
+	}
+	for i := int32(0); i < h.NumRecords; i++ {
+		length, n := binary.Varint(body)
+		if n <= 0 || length < 0 || int64(len(body)-n) < length {
+			return errBadRecord(h.BaseOffset)
+		}
+		rec := body[n : n+int(length)]
+		body = body[n+int(length):]
+		if len(rec) < 1 {
+			return errBadRecord(h.BaseOffset)
+		}
+		tsDelta, n1 := binary.Varint(rec[1:])
+		if n1 <= 0 {
+			return errBadRecord(h.BaseOffset)
+		}
+		offDelta, n2 := binary.Varint(rec[1+n1:])
+		if n2 <= 0 {
+			return errBadRecord(h.BaseOffset)
+		}
+		if !fn(h.BaseOffset+offDelta, h.FirstTimestamp+tsDelta) {
+			return nil
+		}
+	}
+	return nil
+}
+
+var errRecords = errors.New("malformed records")
+
+func errBadRecord(base int64) error { return fmt.Errorf("batch at %d: %w", base, errRecords) }

@@ -1,0 +1,265 @@
+package topic
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config keys Strata understands.
+const (
+	RetentionMs          = "retention.ms"
+	RetentionBytes       = "retention.bytes"
+	SegmentBytes         = "segment.bytes"
+	SegmentMs            = "segment.ms"
+	MaxMessageBytes      = "max.message.bytes"
+	MinInsyncReplicas    = "min.insync.replicas"
+	CleanupPolicy        = "cleanup.policy"
+	MessageTimestampType = "message.timestamp.type"
+	Durability           = "strata.durability"
+)
+
+// Durability modes (strata.durability).
+const (
+	DurabilityReplicated = "replicated"
+	DurabilityFsync      = "fsync"
+	DurabilityObject     = "object"
+)
+
+// MinSegmentBytes is the smallest segment.bytes accepted. Kafka 4 requires
+// 1 MiB; Strata accepts down to 1 KiB so tests and small deployments can roll
+// segments quickly.
+const MinSegmentBytes = 1024
+
+// ErrInvalidConfig is returned when a config key is unknown or its value does
+// not parse or is out of range. The message names the key.
+var ErrInvalidConfig = errors.New("invalid config")
+
+// Config is a topic's resolved configuration.
+type Config struct {
+	Retention         time.Duration // <= 0: unlimited
+	RetentionBytes    int64         // < 0: unlimited
+	SegmentBytes      int64
+	SegmentAge        time.Duration
+	MaxMessageBytes   int32
+	MinInsyncReplicas int32
+	LogAppendTime     bool
+	Durability        string
+}
+
+// Kind is a config value's type, as DescribeConfigs reports it.
+type Kind int8
+
+// Kinds, numbered as Kafka's ConfigType.
+const (
+	KindString Kind = 2
+	KindInt    Kind = 3
+	KindLong   Kind = 5
+	KindList   Kind = 7
+)
+
+// Def describes one config key.
+type Def struct {
+	Name    string
+	Kind    Kind
+	Default string
+	Doc     string
+	// parse validates a value and stores it into c.
+	parse func(v string, c *Config) error
+}
+
+var defs = []Def{
+	{Name: CleanupPolicy, Kind: KindList, Default: "delete",
+		Doc: "Only \"delete\" is supported: old segments are removed by retention.ms and retention.bytes.",
+		parse: func(v string, _ *Config) error {
+			if strings.TrimSpace(v) != "delete" {
+				return fmt.Errorf("%q is not supported; only \"delete\"", v)
+			}
+			return nil
+		}},
+	{Name: MaxMessageBytes, Kind: KindInt, Default: "1048588",
+		Doc: "The largest record batch the topic accepts, in bytes.",
+		parse: func(v string, c *Config) error {
+			n, err := parseInt(v, 0, math.MaxInt32)
+			c.MaxMessageBytes = int32(n)
+			return err
+		}},
+	{Name: MessageTimestampType, Kind: KindString, Default: "CreateTime",
+		Doc: "CreateTime keeps the producer's timestamps; LogAppendTime stamps each batch with the broker's clock.",
+		parse: func(v string, c *Config) error {
+			switch v {
+			case "CreateTime":
+				c.LogAppendTime = false
+			case "LogAppendTime":
+				c.LogAppendTime = true
+			default:
+				return fmt.Errorf("%q is not CreateTime or LogAppendTime", v)
+			}
+			return nil
+		}},
+	{Name: MinInsyncReplicas, Kind: KindInt, Default: "1",
+		Doc: "With acks=all, the fewest in-sync replicas that must hold a batch before it is acknowledged.",
+		parse: func(v string, c *Config) error {
+			n, err := parseInt(v, 1, math.MaxInt32)
+			c.MinInsyncReplicas = int32(n)
+			return err
+		}},
+	{Name: RetentionBytes, Kind: KindLong, Default: "-1",
+		Doc: "Per-partition size above which the oldest segments are deleted; -1 for no limit.",
+		parse: func(v string, c *Config) error {
+			n, err := parseInt(v, -1, math.MaxInt64)
+			c.RetentionBytes = n
+			return err
+		}},
+	{Name: RetentionMs, Kind: KindLong, Default: "604800000",
+		Doc: "How long a segment is kept after its newest record's timestamp; -1 for ever.",
+		parse: func(v string, c *Config) error {
+			n, err := parseInt(v, -1, math.MaxInt64/int64(time.Millisecond))
+			c.Retention = time.Duration(n) * time.Millisecond
+			return err
+		}},
+	{Name: SegmentBytes, Kind: KindInt, Default: "1073741824",
+		Doc: "The size at which the active segment is closed and a new one started.",
+		parse: func(v string, c *Config) error {
+			n, err := parseInt(v, MinSegmentBytes, math.MaxInt32)
+			c.SegmentBytes = n
+			return err
+		}},
+	{Name: SegmentMs, Kind: KindLong, Default: "604800000",
+		Doc: "The age at which a non-empty active segment is closed, so retention and tiering can act on it.",
+		parse: func(v string, c *Config) error {
+			n, err := parseInt(v, 1, math.MaxInt64/int64(time.Millisecond))
+			c.SegmentAge = time.Duration(n) * time.Millisecond
+			return err
+		}},
+	{Name: Durability, Kind: KindString, Default: DurabilityReplicated,
+		Doc: "When a produce with acks=all is acknowledged: \"replicated\" (in memory of min.insync.replicas replicas) or \"fsync\" (fsynced on them). \"object\" (in S3 before the ack) arrives with the S3 tier.",
+		parse: func(v string, c *Config) error {
+			switch v {
+			case DurabilityReplicated, DurabilityFsync:
+				c.Durability = v
+			case DurabilityObject:
+				return fmt.Errorf("%q needs the S3 tier, which this broker does not run yet", v)
+			default:
+				return fmt.Errorf("%q is not one of replicated, fsync", v)
+			}
+			return nil
+		}},
+}
+
+var defIndex = func() map[string]*Def {
+	m := make(map[string]*Def, len(defs))
+	for i := range defs {
+		m[defs[i].Name] = &defs[i]
+	}
+	return m
+}()
+
+// Defs returns every config key, sorted by name.
+func Defs() []Def {
+	out := append([]Def(nil), defs...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Lookup returns the definition of key.
+func Lookup(key string) (Def, bool) {
+	d, ok := defIndex[key]
+	if !ok {
+		return Def{}, false
+	}
+	return *d, true
+}
+
+func parseInt(v string, lo, hi int64) (int64, error) {
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not an integer", v)
+	}
+	if n < lo || n > hi {
+		return 0, fmt.Errorf("%d is outside [%d, %d]", n, lo, hi)
+	}
+	return n, nil
+}
+
+// ValidateValue checks one key and value, returning an error wrapping
+// ErrInvalidConfig that names the key.
+func ValidateValue(key, value string) error {
+	var c Config
+	return setValue(&c, key, value)
+}
+
+func setValue(c *Config, key, value string) error {
+	d, ok := defIndex[key]
+	if !ok {
+		return fmt.Errorf("%w: unknown topic config %q", ErrInvalidConfig, key)
+	}
+	if err := d.parse(value, c); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrInvalidConfig, key, err)
+	}
+	return nil
+}
+
+// Defaults holds broker-wide defaults for topic configs: the built-in
+// defaults, overridden by the broker's settings.
+type Defaults map[string]string
+
+// NewDefaults validates broker overrides and returns the effective defaults.
+func NewDefaults(overrides map[string]string) (Defaults, error) {
+	d := make(Defaults, len(defs))
+	for _, def := range defs {
+		d[def.Name] = def.Default
+	}
+	for k, v := range overrides {
+		if err := ValidateValue(k, v); err != nil {
+			return nil, err
+		}
+		d[k] = v
+	}
+	return d, nil
+}
+
+// Resolve validates a topic's overrides and returns the resolved Config.
+func (d Defaults) Resolve(overrides map[string]string) (Config, error) {
+	var c Config
+	for _, def := range defs {
+		v, ok := overrides[def.Name]
+		if !ok {
+			v = d[def.Name]
+		}
+		if err := setValue(&c, def.Name, v); err != nil {
+			return Config{}, err
+		}
+	}
+	for k := range overrides {
+		if _, ok := defIndex[k]; !ok {
+			return Config{}, fmt.Errorf("%w: unknown topic config %q", ErrInvalidConfig, k)
+		}
+	}
+	return c, nil
+}
+
+// Entry is one config as DescribeConfigs shows it.
+type Entry struct {
+	Def
+	Value     string
+	IsDefault bool // true when the topic does not override it
+}
+
+// Describe lists every config of a topic with its effective value, sorted by
+// name.
+func (d Defaults) Describe(overrides map[string]string) []Entry {
+	out := make([]Entry, 0, len(defs))
+	for _, def := range Defs() {
+		e := Entry{Def: def, Value: d[def.Name], IsDefault: true}
+		if v, ok := overrides[def.Name]; ok {
+			e.Value, e.IsDefault = v, false
+		}
+		out = append(out, e)
+	}
+	return out
+}

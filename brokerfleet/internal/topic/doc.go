@@ -1,0 +1,8 @@
+// Package topic defines what a Strata topic is: its name rules, its
+// configuration keys with their defaults and validation, and the durable
+// catalog of topics a broker serves.
+//
+// Configs are stored as the overrides a user set (a map of strings, as Kafka
+// keeps them) and resolved into a typed Config against the broker's defaults
+// whenever they change, so the hot path reads plain fields.
+package topic
