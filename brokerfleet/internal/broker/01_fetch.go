@@ -1,0 +1,131 @@
+package broker
+
+// Fetch, versions 4-12. v4 adds isolation level and the last stable offset;
+// v5 the log start offset; v7 fetch sessions (we never create one: the
+// session id answered is 0, so clients send full requests); v9 the current
+// leader epoch; v11 rack and preferred read replica; v12 is flexible and
+// adds the last fetched epoch.
+
+import (
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stratamq/strata/brokerfleet/internal/partition"
+)
+
+// maxFetchWait caps a client's MaxWaitMillis.
+const maxFetchWait = 30 * time.Second
+
+// handleFetch returns the function that answers the fetch: it reads the
+// requested partitions and, while fewer than MinBytes are available, waits
+// up to MaxWaitMillis for a high watermark to move.
+func (b *Broker) handleFetch(cc *clientConn, req *kmsg.FetchRequest) func() kmsg.Response {
+	return func() kmsg.Response {
+		if req.SessionID != 0 {
+			resp := req.ResponseKind().(*kmsg.FetchResponse)
+			resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+			return resp
+		}
+		wait := min(time.Duration(max(req.MaxWaitMillis, 0))*time.Millisecond, maxFetchWait)
+		deadline := time.Now().Add(wait)
+		resp, n, stop := b.readFetch(req)
+		if n >= int(req.MinBytes) || stop || wait <= 0 {
+			return resp
+		}
+		// Register before re-reading so no high watermark move is missed.
+		wake := make(chan struct{}, 1)
+		for _, p := range b.fetchPartitions(req) {
+			defer p.Watch(wake)()
+		}
+		timer := time.NewTimer(time.Until(deadline))
+		defer timer.Stop()
+		for {
+			resp, n, stop = b.readFetch(req)
+			if n >= int(req.MinBytes) || stop {
+				return resp
+			}
+			select {
+			case <-wake:
+			case <-timer.C:
+				resp, _, _ = b.readFetch(req)
+				return resp
+			case <-cc.ctx.Done():
+				return resp
+			}
+		}
+	}
+}
+
+func (b *Broker) fetchPartitions(req *kmsg.FetchRequest) []*partition.Partition {
+	var out []*partition.Partition
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			if p := b.lookupPartition(rt.Topic, rp.Partition); p != nil {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// readFetch builds one fetch response from what is committed now. It
+// returns the bytes of records read and whether a partition error makes
+// waiting pointless (Kafka answers at once on errors).
+func (b *Broker) readFetch(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bool) {
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	remaining := int(req.MaxBytes)
+	if req.Version < 3 || remaining <= 0 {
+		remaining = int(b.cfg.MaxRequestBytes)
+	}
+	total, stop := 0, false
+	for _, rt := range req.Topics {
+		st := kmsg.NewFetchResponseTopic()
+		st.Topic = rt.Topic
+		st.TopicID = rt.TopicID
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewFetchResponseTopicPartition()
+			sp.Partition = rp.Partition
+			// Empty, not null: librdkafka rejects a null record set.
+			sp.RecordBatches = []byte{}
+			p := b.lookupPartition(rt.Topic, rp.Partition)
+			switch {
+			case p == nil:
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				stop = true
+			case rp.CurrentLeaderEpoch > p.LeaderEpoch():
+				sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
+				stop = true
+			case rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch < p.LeaderEpoch():
+				sp.ErrorCode = kerr.FencedLeaderEpoch.Code
+				stop = true
+			default:
+				sp.HighWatermark = p.HighWatermark()
+				sp.LastStableOffset = sp.HighWatermark
+				sp.LogStartOffset = p.LogStartOffset()
+				limit := min(int(rp.PartitionMaxBytes), remaining)
+				if limit <= 0 && total > 0 {
+					break
+				}
+				data, err := p.Read(nil, rp.FetchOffset, max(limit, 0), total == 0)
+				if err != nil {
+					sp.ErrorCode = errorCode(err)
+					if !errors.Is(err, partition.ErrClosed) {
+						stop = true
+					}
+					break
+				}
+				if len(data) > 0 {
+					sp.RecordBatches = data
+				}
+				total += len(data)
+				remaining -= len(data)
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, total, stop
+}

@@ -1,0 +1,73 @@
+package broker
+
+// ListOffsets, versions 1-8. v2 adds the isolation level; v4 the current
+// leader epoch and the leader epoch of the answer; v6 is flexible; v7 adds
+// timestamp -3 (the record with the largest timestamp); v8 adds -4 (the
+// earliest local offset, which here is the earliest offset).
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Special timestamps of ListOffsets.
+const (
+	listLatest       = -1
+	listEarliest     = -2
+	listMaxTimestamp = -3
+	listEarliestLoc  = -4
+)
+
+func (b *Broker) handleListOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewListOffsetsResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewListOffsetsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			b.listOffset(rt.Topic, rp, &sp)
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+func (b *Broker) listOffset(topicName string, rp kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) {
+	p := b.lookupPartition(topicName, rp.Partition)
+	switch {
+	case p == nil:
+		sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		return
+	case rp.CurrentLeaderEpoch > p.LeaderEpoch():
+		sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
+		return
+	case rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch < p.LeaderEpoch():
+		sp.ErrorCode = kerr.FencedLeaderEpoch.Code
+		return
+	}
+	epoch := p.LeaderEpoch()
+	switch ts := rp.Timestamp; {
+	case ts == listLatest:
+		sp.Offset, sp.LeaderEpoch = p.HighWatermark(), epoch
+	case ts == listEarliest || ts == listEarliestLoc:
+		sp.Offset, sp.LeaderEpoch = p.LogStartOffset(), epoch
+	case ts == listMaxTimestamp:
+		off, rts, ok, err := p.MaxTimestamp()
+		if err != nil {
+			sp.ErrorCode = errorCode(err)
+		} else if ok {
+			sp.Offset, sp.Timestamp, sp.LeaderEpoch = off, rts, epoch
+		}
+	case ts >= 0:
+		off, rts, ok, err := p.OffsetForTimestamp(ts)
+		if err != nil {
+			sp.ErrorCode = errorCode(err)
+		} else if ok {
+			sp.Offset, sp.Timestamp, sp.LeaderEpoch = off, rts, epoch
+		}
+	default:
+		sp.ErrorCode = kerr.InvalidRequest.Code
+	}
+}

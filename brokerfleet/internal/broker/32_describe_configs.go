@@ -1,0 +1,92 @@
+package broker
+
+// DescribeConfigs, versions 0-4. v1 adds sources and synonyms; v3 config
+// types and documentation; v4 is flexible. Topics show every config with
+// its effective value; the broker shows its static settings, read-only.
+
+import (
+	"slices"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stratamq/strata/brokerfleet/internal/topic"
+)
+
+func (b *Broker) handleDescribeConfigs(req *kmsg.DescribeConfigsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+	for _, rr := range req.Resources {
+		sr := kmsg.NewDescribeConfigsResponseResource()
+		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+		want := func(name string) bool { return rr.ConfigNames == nil || slices.Contains(rr.ConfigNames, name) }
+		switch rr.ResourceType {
+		case kmsg.ConfigResourceTypeTopic:
+			ts := b.lookup(rr.ResourceName)
+			if ts == nil {
+				sr.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				if topic.ValidateName(rr.ResourceName) != nil {
+					sr.ErrorCode = kerr.InvalidTopicException.Code
+				}
+				break
+			}
+			for _, e := range b.defaults.Describe(ts.meta.Configs) {
+				if !want(e.Name) {
+					continue
+				}
+				source := kmsg.ConfigSourceDefaultConfig
+				if !e.IsDefault {
+					source = kmsg.ConfigSourceDynamicTopicConfig
+				}
+				sr.Configs = append(sr.Configs, describedConfig(req, e.Name, e.Value, e.Doc, kmsg.ConfigType(e.Kind), source, e.IsDefault, false))
+			}
+		case kmsg.ConfigResourceTypeBroker:
+			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(b.cfg.NodeID)) {
+				sr.ErrorCode = kerr.InvalidRequest.Code
+				sr.ErrorMessage = kmsg.StringPtr("unknown broker " + rr.ResourceName)
+				break
+			}
+			for _, c := range b.brokerConfigs() {
+				if want(c.name) {
+					sr.Configs = append(sr.Configs, describedConfig(req, c.name, c.value, c.doc, c.kind, kmsg.ConfigSourceStaticBrokerConfig, false, true))
+				}
+			}
+		default:
+			sr.ErrorCode = kerr.InvalidRequest.Code
+			sr.ErrorMessage = kmsg.StringPtr("only topic and broker configs can be described")
+		}
+		resp.Resources = append(resp.Resources, sr)
+	}
+	return resp
+}
+
+func describedConfig(req *kmsg.DescribeConfigsRequest, name, value, doc string, kind kmsg.ConfigType, source kmsg.ConfigSource, isDefault, readOnly bool) kmsg.DescribeConfigsResponseResourceConfig {
+	c := kmsg.NewDescribeConfigsResponseResourceConfig()
+	c.Name, c.Value = name, kmsg.StringPtr(value)
+	c.IsDefault, c.ReadOnly = isDefault, readOnly
+	c.Source, c.ConfigType = source, kind
+	if req.IncludeDocumentation {
+		c.Documentation = kmsg.StringPtr(doc)
+	}
+	if req.IncludeSynonyms {
+		syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+		syn.Name, syn.Value, syn.Source = name, kmsg.StringPtr(value), source
+		c.ConfigSynonyms = []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{syn}
+	}
+	return c
+}
+
+type brokerConfig struct {
+	name, value, doc string
+	kind             kmsg.ConfigType
+}
+
+func (b *Broker) brokerConfigs() []brokerConfig {
+	return []brokerConfig{
+		{"auto.create.topics.enable", strconv.FormatBool(b.cfg.AutoCreateTopics), "Whether Metadata requests create unknown topics.", kmsg.ConfigTypeBoolean},
+		{"broker.id", strconv.Itoa(int(b.cfg.NodeID)), "This broker's node id.", kmsg.ConfigTypeInt},
+		{"default.replication.factor", "1", "Replication factor of topics created with -1.", kmsg.ConfigTypeInt},
+		{"num.partitions", strconv.Itoa(int(b.cfg.DefaultPartitions)), "Partition count of auto-created topics.", kmsg.ConfigTypeInt},
+		{"socket.request.max.bytes", strconv.Itoa(int(b.cfg.MaxRequestBytes)), "The largest request frame accepted.", kmsg.ConfigTypeInt},
+	}
+}

@@ -1,0 +1,44 @@
+package broker
+
+// AlterConfigs, versions 0-2. v2 is flexible. A topic's overrides are
+// replaced by exactly the configs given (Kafka's non-incremental
+// semantics). Broker configs are static flags and cannot be altered.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (b *Broker) handleAlterConfigs(req *kmsg.AlterConfigsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
+	for _, rr := range req.Resources {
+		sr := kmsg.NewAlterConfigsResponseResource()
+		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+		var err error
+		if rr.ResourceType != kmsg.ConfigResourceTypeTopic {
+			err = errNotTopicResource(rr.ResourceType)
+		} else {
+			err = b.setTopicConfigs(rr.ResourceName, func(m map[string]string) error {
+				clear(m)
+				for _, c := range rr.Configs {
+					if c.Value != nil {
+						m[c.Name] = *c.Value
+					}
+				}
+				return nil
+			}, req.ValidateOnly)
+		}
+		if err != nil {
+			sr.ErrorCode, sr.ErrorMessage = errCodeOf(err), errorMessage(err)
+		}
+		resp.Resources = append(resp.Resources, sr)
+	}
+	return resp
+}
+
+func errNotTopicResource(t kmsg.ConfigResourceType) error {
+	if t == kmsg.ConfigResourceTypeBroker {
+		return coded(kerr.InvalidRequest, "broker configs are static; set them with brokerfleet flags")
+	}
+	return coded(kerr.InvalidRequest, "resource type %v cannot be altered; only topics", t)
+}

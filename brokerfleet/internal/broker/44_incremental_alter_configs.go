@@ -1,0 +1,91 @@
+package broker
+
+// IncrementalAlterConfigs, versions 0-1. v1 is flexible. SET and DELETE
+// apply to any topic config; APPEND and SUBTRACT to list configs.
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stratamq/strata/brokerfleet/internal/topic"
+)
+
+func (b *Broker) handleIncrementalAlterConfigs(req *kmsg.IncrementalAlterConfigsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+	for _, rr := range req.Resources {
+		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
+		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+		var err error
+		if rr.ResourceType != kmsg.ConfigResourceTypeTopic {
+			err = errNotTopicResource(rr.ResourceType)
+		} else {
+			err = b.setTopicConfigs(rr.ResourceName, func(m map[string]string) error {
+				for _, c := range rr.Configs {
+					if err := applyIncremental(b.defaults, m, c); err != nil {
+						return err
+					}
+				}
+				return nil
+			}, req.ValidateOnly)
+		}
+		if err != nil {
+			sr.ErrorCode, sr.ErrorMessage = errCodeOf(err), errorMessage(err)
+		}
+		resp.Resources = append(resp.Resources, sr)
+	}
+	return resp
+}
+
+func applyIncremental(defaults topic.Defaults, m map[string]string, c kmsg.IncrementalAlterConfigsRequestResourceConfig) error {
+	def, ok := topic.Lookup(c.Name)
+	if !ok {
+		return coded(kerr.InvalidConfig, "unknown topic config %q", c.Name)
+	}
+	value := ""
+	if c.Value != nil {
+		value = *c.Value
+	}
+	switch c.Op {
+	case kmsg.IncrementalAlterConfigOpSet:
+		if c.Value == nil {
+			return coded(kerr.InvalidConfig, "config %q: SET needs a value", c.Name)
+		}
+		m[c.Name] = value
+	case kmsg.IncrementalAlterConfigOpDelete:
+		delete(m, c.Name)
+	case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
+		if def.Kind != topic.KindList {
+			return coded(kerr.InvalidConfig, "config %q is not a list; APPEND and SUBTRACT apply to lists", c.Name)
+		}
+		cur, ok := m[c.Name]
+		if !ok {
+			cur = defaults[c.Name]
+		}
+		items := splitList(cur)
+		for _, v := range splitList(value) {
+			if c.Op == kmsg.IncrementalAlterConfigOpAppend && !slices.Contains(items, v) {
+				items = append(items, v)
+			}
+			if c.Op == kmsg.IncrementalAlterConfigOpSubtract {
+				items = slices.DeleteFunc(items, func(s string) bool { return s == v })
+			}
+		}
+		m[c.Name] = strings.Join(items, ",")
+	default:
+		return coded(kerr.InvalidRequest, "config %q: unknown operation %d", c.Name, c.Op)
+	}
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}

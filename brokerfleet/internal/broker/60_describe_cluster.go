@@ -1,0 +1,27 @@
+package broker
+
+// DescribeCluster, versions 0-1. v1 adds the endpoint type (only brokers,
+// 1, is served).
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (b *Broker) handleDescribeCluster(req *kmsg.DescribeClusterRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
+	if req.Version >= 1 && req.EndpointType != 1 {
+		resp.ErrorCode = kerr.UnsupportedEndpointType.Code
+		return resp
+	}
+	host, port := b.Addr()
+	br := kmsg.NewDescribeClusterResponseBroker()
+	br.NodeID, br.Host, br.Port = b.cfg.NodeID, host, port
+	if b.cfg.Rack != "" {
+		br.Rack = &b.cfg.Rack
+	}
+	resp.Brokers = []kmsg.DescribeClusterResponseBroker{br}
+	resp.ClusterID = b.cfg.ClusterID
+	resp.ControllerID = b.cfg.NodeID
+	return resp
+}

@@ -1,0 +1,105 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/stratamq/strata/brokerfleet/internal/topic"
+	"github.com/stratamq/strata/pkg/segment"
+)
+
+// Config configures a Broker. Fill it from DefaultConfig and check it with
+// Validate; New validates it too.
+type Config struct {
+	// NodeID is this broker's id in Metadata responses.
+	NodeID int32
+	// ClusterID is reported in Metadata and DescribeCluster.
+	ClusterID string
+	// Rack is this broker's rack (the AWS availability zone), if known.
+	Rack string
+	// Advertise is the host:port clients are told to connect to; empty means
+	// the listener's address.
+	Advertise string
+	// DataDir holds the topic catalog, producer-id blocks and partition logs.
+	DataDir string
+	// FS is the filesystem under DataDir; nil means the OS filesystem.
+	FS segment.FS
+	// AutoCreateTopics lets Metadata create unknown topics (Kafka's
+	// auto.create.topics.enable): on in dev, off in serve.
+	AutoCreateTopics bool
+	// DefaultPartitions is the partition count of auto-created topics and of
+	// CreateTopics requests that ask for -1 (num.partitions).
+	DefaultPartitions int32
+	// TopicDefaults overrides the built-in topic config defaults.
+	TopicDefaults map[string]string
+	// MaxRequestBytes caps a request frame (socket.request.max.bytes); a
+	// larger frame closes the connection before anything is allocated.
+	MaxRequestBytes int32
+	// MaintenanceInterval is how often retention and segment.ms are applied.
+	MaintenanceInterval time.Duration
+	// Logger receives operational logs; nil means slog.Default().
+	Logger *slog.Logger
+	// Now is the wall clock (for LogAppendTime and retention); nil means
+	// time.Now.
+	Now func() time.Time
+}
+
+// DefaultConfig returns the defaults of `brokerfleet serve`.
+func DefaultConfig() Config {
+	return Config{
+		NodeID:              0,
+		ClusterID:           "strata",
+		DataDir:             "strata-data",
+		DefaultPartitions:   1,
+		MaxRequestBytes:     100 << 20,
+		MaintenanceInterval: 30 * time.Second,
+	}
+}
+
+// Validate reports the first invalid field, named as the flag that sets it.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.NodeID < 0 {
+		errs = append(errs, fmt.Errorf("node-id: %d is negative", c.NodeID))
+	}
+	if c.ClusterID == "" {
+		errs = append(errs, errors.New("cluster-id: empty"))
+	}
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("data: empty"))
+	}
+	if c.DefaultPartitions < 1 {
+		errs = append(errs, fmt.Errorf("default-partitions: %d is below 1", c.DefaultPartitions))
+	}
+	if c.MaxRequestBytes < 1<<10 {
+		errs = append(errs, fmt.Errorf("max-request-bytes: %d is below 1024", c.MaxRequestBytes))
+	}
+	if c.MaintenanceInterval <= 0 {
+		errs = append(errs, fmt.Errorf("maintenance-interval: %v is not positive", c.MaintenanceInterval))
+	}
+	if c.Advertise != "" {
+		if _, _, err := splitHostPort(c.Advertise); err != nil {
+			errs = append(errs, fmt.Errorf("advertise: %w", err))
+		}
+	}
+	if _, err := topic.NewDefaults(c.TopicDefaults); err != nil {
+		errs = append(errs, fmt.Errorf("topic default: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+func splitHostPort(hp string) (string, int32, error) {
+	host, portStr, err := net.SplitHostPort(hp)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil {
+		return "", 0, fmt.Errorf("port %q: %w", portStr, err)
+	}
+	return host, int32(port), nil
+}

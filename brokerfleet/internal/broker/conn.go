@@ -1,0 +1,165 @@
+package broker
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// pendingDepth bounds the requests decoded ahead of their responses on one
+// connection; a full queue stops the reader, pushing back on the client.
+const pendingDepth = 32
+
+// pending is a response slot, written in request order.
+type pending struct {
+	corr int32
+	resp kmsg.Response        // ready response, or
+	wait func() kmsg.Response // run by the writer, in order, to produce it
+	raw  []byte               // a pre-encoded frame (unsupported version)
+	last bool                 // close the connection after this one
+}
+
+// clientConn is what handlers know about the connection.
+type clientConn struct {
+	ctx      context.Context // cancelled when the connection or broker closes
+	clientID string
+	remote   string
+}
+
+func (b *Broker) serveConn(nc net.Conn) {
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	queue := make(chan pending, pendingDepth)
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		b.writeResponses(nc, queue, cancel)
+	}()
+	defer func() {
+		close(queue)
+		<-writerDone
+		nc.Close()
+	}()
+
+	cc := &clientConn{ctx: ctx, remote: nc.RemoteAddr().String()}
+	br := bufio.NewReaderSize(nc, 64<<10)
+	for {
+		frame, err := readFrame(br, b.cfg.MaxRequestBytes)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
+				b.log.Debug("closing connection", "remote", cc.remote, "err", err)
+			}
+			return
+		}
+		hdr, req, err := parseRequest(frame)
+		if err != nil {
+			b.log.Debug("closing connection on malformed request", "remote", cc.remote, "err", err)
+			return
+		}
+		cc.clientID = hdr.clientID
+		p := pending{corr: hdr.correlationID}
+		switch {
+		case req == nil && hdr.key == 18:
+			// KIP-511: answer an ApiVersions we cannot parse with v0,
+			// UNSUPPORTED_VERSION and our ranges, so the client retries.
+			resp := kmsg.NewPtrApiVersionsResponse()
+			resp.ErrorCode = 35
+			resp.ApiKeys = apiVersions
+			p.resp = resp
+		case req == nil:
+			p.raw = appendUnsupported(nil, hdr.correlationID)
+			p.last = true
+		default:
+			if !b.dispatch(cc, req, &p) {
+				continue // acks=0 produce: no response
+			}
+		}
+		select {
+		case queue <- p:
+		case <-ctx.Done():
+			return
+		}
+		if p.last {
+			return
+		}
+	}
+}
+
+// dispatch runs the handler for req, filling p. It returns false when the
+// request gets no response.
+func (b *Broker) dispatch(cc *clientConn, req kmsg.Request, p *pending) bool {
+	switch r := req.(type) {
+	case *kmsg.ProduceRequest:
+		p.wait = b.handleProduce(cc, r)
+		return p.wait != nil
+	case *kmsg.FetchRequest:
+		p.wait = b.handleFetch(cc, r)
+	case *kmsg.ListOffsetsRequest:
+		p.resp = b.handleListOffsets(r)
+	case *kmsg.MetadataRequest:
+		p.resp = b.handleMetadata(r)
+	case *kmsg.ApiVersionsRequest:
+		p.resp = b.handleApiVersions(r)
+	case *kmsg.CreateTopicsRequest:
+		p.resp = b.handleCreateTopics(r)
+	case *kmsg.DeleteTopicsRequest:
+		p.resp = b.handleDeleteTopics(r)
+	case *kmsg.DeleteRecordsRequest:
+		p.resp = b.handleDeleteRecords(r)
+	case *kmsg.InitProducerIDRequest:
+		p.resp = b.handleInitProducerID(r)
+	case *kmsg.DescribeConfigsRequest:
+		p.resp = b.handleDescribeConfigs(r)
+	case *kmsg.AlterConfigsRequest:
+		p.resp = b.handleAlterConfigs(r)
+	case *kmsg.CreatePartitionsRequest:
+		p.resp = b.handleCreatePartitions(r)
+	case *kmsg.IncrementalAlterConfigsRequest:
+		p.resp = b.handleIncrementalAlterConfigs(r)
+	case *kmsg.DescribeClusterRequest:
+		p.resp = b.handleDescribeCluster(r)
+	default:
+		p.raw = appendUnsupported(nil, p.corr)
+		p.last = true
+	}
+	return true
+}
+
+// writeResponses encodes responses in request order. It batches writes
+// while more responses are ready.
+func (b *Broker) writeResponses(nc net.Conn, queue <-chan pending, cancel context.CancelFunc) {
+	bw := bufio.NewWriterSize(nc, 64<<10)
+	var buf []byte
+	failed := false
+	for p := range queue {
+		if failed {
+			continue // drain so the reader never blocks
+		}
+		resp := p.resp
+		if p.wait != nil {
+			resp = p.wait()
+		}
+		buf = buf[:0]
+		if p.raw != nil {
+			buf = append(buf, p.raw...)
+		} else {
+			buf = appendResponse(buf, p.corr, resp)
+		}
+		_, err := bw.Write(buf)
+		if err == nil && (len(queue) == 0 || p.last) {
+			err = bw.Flush()
+		}
+		if err != nil || p.last {
+			failed = true
+			cancel()
+			nc.Close()
+		}
+		if cap(buf) > 4<<20 {
+			buf = nil // do not pin a large fetch's buffer
+		}
+	}
+}

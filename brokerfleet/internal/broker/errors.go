@@ -1,0 +1,60 @@
+package broker
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stratamq/strata/brokerfleet/internal/partition"
+	"github.com/stratamq/strata/brokerfleet/internal/topic"
+	"github.com/stratamq/strata/pkg/segment"
+)
+
+// errorCode chooses the Kafka error code for err; this is the only place
+// internal errors become protocol codes.
+func errorCode(err error) int16 {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, topic.ErrInvalidName):
+		return kerr.InvalidTopicException.Code
+	case errors.Is(err, topic.ErrInvalidConfig):
+		return kerr.InvalidConfig.Code
+	case errors.Is(err, topic.ErrExists):
+		return kerr.TopicAlreadyExists.Code
+	case errors.Is(err, topic.ErrNotFound):
+		return kerr.UnknownTopicOrPartition.Code
+	case errors.Is(err, errInvalidPartitions):
+		return kerr.InvalidPartitions.Code
+	case errors.Is(err, errInvalidReplication):
+		return kerr.InvalidReplicationFactor.Code
+	case errors.Is(err, errInvalidRequest):
+		return kerr.InvalidRequest.Code
+	case errors.Is(err, segment.ErrOffsetOutOfRange):
+		return kerr.OffsetOutOfRange.Code
+	case errors.Is(err, segment.ErrCorrupt):
+		return kerr.CorruptMessage.Code
+	case errors.Is(err, partition.ErrOutOfOrderSequence):
+		return kerr.OutOfOrderSequenceNumber.Code
+	case errors.Is(err, partition.ErrInvalidProducerEpoch):
+		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, partition.ErrClosed), errors.Is(err, segment.ErrClosed):
+		return kerr.NotLeaderForPartition.Code
+	case errors.Is(err, context.DeadlineExceeded):
+		return kerr.RequestTimedOut.Code
+	default:
+		// Disk and other I/O failures: retriable, and the data is not acked.
+		return kerr.KafkaStorageError.Code
+	}
+}
+
+// errorMessage returns err's text for responses that carry a message, or
+// nil for success.
+func errorMessage(err error) *string {
+	if err == nil {
+		return nil
+	}
+	s := err.Error()
+	return &s
+}

@@ -1,0 +1,115 @@
+package broker
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// errFrameTooLarge is returned when a frame's length prefix exceeds the cap.
+var errFrameTooLarge = errors.New("request frame too large")
+
+// frameChunk bounds how much is allocated ahead of bytes actually received,
+// so a hostile length prefix cannot make the broker allocate memory the
+// peer never sends.
+const frameChunk = 1 << 20
+
+// readFrame reads one size-prefixed frame. A negative size or one above limit
+// fails before anything is allocated; a large frame's buffer grows only as
+// its bytes arrive.
+func readFrame(r io.Reader, limit int32) ([]byte, error) {
+	var sz [4]byte
+	if _, err := io.ReadFull(r, sz[:]); err != nil {
+		return nil, err
+	}
+	n := int32(binary.BigEndian.Uint32(sz[:]))
+	if n < 0 || n > limit {
+		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", errFrameTooLarge, n, limit)
+	}
+	size := int(n)
+	buf := make([]byte, min(size, frameChunk))
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return nil, err
+	}
+	for len(buf) < size {
+		chunk := min(size-len(buf), max(len(buf), frameChunk))
+		start := len(buf)
+		buf = append(buf, make([]byte, chunk)...)
+		if _, err := io.ReadFull(r, buf[start:]); err != nil {
+			return nil, err
+		}
+	}
+	return buf, nil
+}
+
+// requestHeader is a decoded request header.
+type requestHeader struct {
+	key           int16
+	version       int16
+	correlationID int32
+	clientID      string
+}
+
+var errMalformed = errors.New("malformed request")
+
+// parseRequest decodes a frame into its header and, when the key and
+// version are supported, its request. An unsupported key or version returns
+// a nil request with a nil error: the caller answers UNSUPPORTED_VERSION.
+func parseRequest(frame []byte) (requestHeader, kmsg.Request, error) {
+	var h requestHeader
+	if len(frame) < 8 {
+		return h, nil, fmt.Errorf("%w: %d-byte frame is shorter than a request header", errMalformed, len(frame))
+	}
+	r := kbin.Reader{Src: frame}
+	h.key = r.Int16()
+	h.version = r.Int16()
+	h.correlationID = r.Int32()
+	lo, hi, ok := supportedVersions(h.key)
+	if !ok || h.version < lo || h.version > hi {
+		return h, nil, nil
+	}
+	if id := r.NullableString(); id != nil {
+		h.clientID = *id
+	}
+	req := kmsg.RequestForKey(h.key)
+	req.SetVersion(h.version)
+	if req.IsFlexible() {
+		kmsg.SkipTags(&r)
+	}
+	if err := r.Complete(); err != nil {
+		return h, nil, fmt.Errorf("%w: header: %v", errMalformed, err)
+	}
+	if err := req.ReadFrom(r.Src); err != nil {
+		return h, nil, fmt.Errorf("%w: %s v%d: %v", errMalformed, kmsg.NameForKey(h.key), h.version, err)
+	}
+	return h, req, nil
+}
+
+// appendResponse encodes a response frame: size, correlation id, the
+// response header's tag section (flexible responses other than
+// ApiVersions), then the body.
+func appendResponse(dst []byte, corr int32, resp kmsg.Response) []byte {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(corr))
+	if resp.IsFlexible() && resp.Key() != 18 {
+		dst = append(dst, 0)
+	}
+	dst = resp.AppendTo(dst)
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
+	return dst
+}
+
+// appendUnsupported encodes the answer to a request whose key or version we
+// do not serve: a body holding only UNSUPPORTED_VERSION. The connection is
+// closed after it, as Kafka does, since the client cannot parse a body of
+// an unknown shape anyway.
+func appendUnsupported(dst []byte, corr int32) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, 6)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(corr))
+	return binary.BigEndian.AppendUint16(dst, uint16(35))
+}

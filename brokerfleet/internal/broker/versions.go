@@ -1,0 +1,37 @@
+package broker
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+// apiVersions lists the API keys this broker serves and their version
+// ranges. Produce v0-2 are advertised only because librdkafka refuses a
+// broker that lacks them; like Kafka 4 we reject them when used.
+var apiVersions = []kmsg.ApiVersionsResponseApiKey{
+	{ApiKey: 0, MinVersion: 0, MaxVersion: 11}, // Produce
+	{ApiKey: 1, MinVersion: 4, MaxVersion: 12}, // Fetch
+	{ApiKey: 2, MinVersion: 1, MaxVersion: 8},  // ListOffsets
+	{ApiKey: 3, MinVersion: 0, MaxVersion: 12}, // Metadata
+	{ApiKey: 18, MinVersion: 0, MaxVersion: 4}, // ApiVersions
+	{ApiKey: 19, MinVersion: 2, MaxVersion: 7}, // CreateTopics
+	{ApiKey: 20, MinVersion: 1, MaxVersion: 6}, // DeleteTopics
+	{ApiKey: 21, MinVersion: 0, MaxVersion: 2}, // DeleteRecords
+	{ApiKey: 22, MinVersion: 0, MaxVersion: 4}, // InitProducerId
+	{ApiKey: 32, MinVersion: 0, MaxVersion: 4}, // DescribeConfigs
+	{ApiKey: 33, MinVersion: 0, MaxVersion: 2}, // AlterConfigs
+	{ApiKey: 37, MinVersion: 0, MaxVersion: 3}, // CreatePartitions
+	{ApiKey: 44, MinVersion: 0, MaxVersion: 1}, // IncrementalAlterConfigs
+	{ApiKey: 60, MinVersion: 0, MaxVersion: 1}, // DescribeCluster
+}
+
+var versionIndex = func() map[int16]kmsg.ApiVersionsResponseApiKey {
+	m := make(map[int16]kmsg.ApiVersionsResponseApiKey, len(apiVersions))
+	for _, k := range apiVersions {
+		m[k.ApiKey] = k
+	}
+	return m
+}()
+
+// supportedVersions returns the range served for key.
+func supportedVersions(key int16) (lo, hi int16, ok bool) {
+	k, ok := versionIndex[key]
+	return k.MinVersion, k.MaxVersion, ok
+}

@@ -1,0 +1,132 @@
+// Package brokertest starts Strata brokers inside tests and connects real
+// Kafka clients to them. It is imported only by tests.
+package brokertest
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/stratamq/strata/brokerfleet/internal/broker"
+)
+
+// RequireAllEnv is the variable CI sets so suites needing an outside tool
+// fail instead of skipping when the tool is missing.
+const RequireAllEnv = "STRATA_REQUIRE_ALL"
+
+// Broker is a broker running in the test process.
+type Broker struct {
+	*broker.Broker
+	Addr string        // bootstrap address
+	Cfg  broker.Config // the config it was started with
+	done chan error
+}
+
+// Option adjusts the broker config before start.
+type Option func(*broker.Config)
+
+// Start runs a broker on 127.0.0.1 with a fresh data directory and
+// auto-creation on; it is closed when the test ends.
+func Start(t testing.TB, opts ...Option) *Broker {
+	t.Helper()
+	cfg := broker.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.AutoCreateTopics = true
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return StartConfig(t, cfg, "127.0.0.1:0")
+}
+
+// StartConfig runs a broker with exactly cfg, listening on listen.
+func StartConfig(t testing.TB, cfg broker.Config, listen string) *Broker {
+	t.Helper()
+	var ln net.Listener
+	var err error
+	// A restarted broker reuses its port; the old socket may linger briefly.
+	for i := 0; i < 50; i++ {
+		if ln, err = net.Listen("tcp", listen); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	b, err := broker.New(cfg)
+	if err != nil {
+		ln.Close()
+		t.Fatalf("start broker: %v", err)
+	}
+	tb := &Broker{Broker: b, Addr: ln.Addr().String(), Cfg: cfg, done: make(chan error, 1)}
+	go func() { tb.done <- b.Serve(ln) }()
+	t.Cleanup(func() { tb.Broker.Close() })
+	return tb
+}
+
+// Restart closes the broker cleanly and starts a new one on the same data
+// directory and address.
+func (b *Broker) Restart(t testing.TB) *Broker {
+	t.Helper()
+	if err := b.Broker.Close(); err != nil {
+		t.Fatalf("close broker: %v", err)
+	}
+	return StartConfig(t, b.Cfg, b.Addr)
+}
+
+// Client returns a franz-go client for the broker, closed when the test ends.
+func Client(t testing.TB, addr string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
+	if err != nil {
+		t.Fatalf("new client: %v", err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// Admin returns a kadm client for the broker.
+func Admin(t testing.TB, addr string) *kadm.Client {
+	return kadm.NewClient(Client(t, addr))
+}
+
+// CreateTopic creates a topic and fails the test on error.
+func CreateTopic(t testing.TB, addr, name string, partitions int32, configs map[string]*string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := Admin(t, addr).CreateTopic(ctx, partitions, 1, configs, name)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("create topic %s: %v", name, err)
+	}
+}
+
+// RequireTool returns the path of an outside program. When it is missing
+// the test is skipped with a message, or fails when RequireAllEnv is set.
+func RequireTool(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p
+	}
+	if os.Getenv(RequireAllEnv) != "" {
+		t.Fatalf("%s is required (%s is set) but not installed: %v", name, RequireAllEnv, err)
+	}
+	t.Skipf("%s not installed; skipping (install it, e.g. apt-get install -y %s; CI forces this suite on)", name, name)
+	return ""
+}
