@@ -1,0 +1,77 @@
+// Command brokerfleet runs Strata brokers.
+//
+//	brokerfleet dev     a local cluster with nothing else to install
+//	brokerfleet serve   one broker, configured by flags and STRATA_* variables
+//	brokerfleet bench   throughput and latency, side by side with kfake
+//
+// Run `brokerfleet <command> -help` for each command's flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `usage: brokerfleet <command> [flags]
+
+commands:
+  dev     run a local Strata cluster on 127.0.0.1:9092 (data under --data)
+  serve   run one broker, configured by flags or STRATA_* environment variables
+  bench   measure throughput and latency against kfake as the baseline
+
+Run 'brokerfleet <command> -help' for the flags of a command.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes a subcommand and returns the process exit code: 0 on
+// success, 2 for usage errors, 1 for failures.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch args[0] {
+	case "dev":
+		err = runDev(ctx, args[1:], stdout, stderr)
+	case "serve":
+		err = runServe(ctx, args[1:], stdout, stderr)
+	case "bench":
+		err = runBench(ctx, args[1:], stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "brokerfleet: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "brokerfleet %s: %v\n", args[0], err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "brokerfleet %s: %v\n", args[0], err)
+		return 1
+	}
+}
+
+// usageError marks an error in the command line or environment.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+var binPath string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "brokerfleet-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binPath = filepath.Join(dir, "brokerfleet")
+	if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build brokerfleet: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// devProcess is a running `brokerfleet dev`.
+type devProcess struct {
+	cmd    *exec.Cmd
+	addr   string
+	stderr *bytes.Buffer
+	exited chan error
+}
+
+func startDev(t *testing.T, dataDir string) *devProcess {
+	t.Helper()
+	cmd := exec.Command(binPath, "dev", "-listen", "127.0.0.1:0", "-data", dataDir)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	p := &devProcess{cmd: cmd, stderr: &bytes.Buffer{}, exited: make(chan error, 1)}
+	cmd.Stderr = p.stderr
+	require.NoError(t, cmd.Start())
+	go func() { p.exited <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+	}()
+	select {
+	case l := <-lines:
+		require.Contains(t, l, "ready")
+		i := strings.LastIndex(l, " ")
+		p.addr = l[i+1:]
+	case err := <-p.exited:
+		t.Fatalf("dev exited before ready: %v\n%s", err, p.stderr)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("dev not ready in 30s\n%s", p.stderr)
+	}
+	return p
+}
+
+func TestDevServesAndStopsOnSignal(t *testing.T) {
+	p := startDev(t, t.TempDir())
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p.addr), kgo.DefaultProduceTopic("signals"), kgo.AllowAutoTopicCreation())
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Value: []byte("hi")}).FirstErr(), "dev auto-creates topics")
+
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-p.exited:
+		require.NoError(t, err, "clean exit on SIGTERM\n%s", p.stderr)
+	case <-time.After(15 * time.Second):
+		t.Fatal("dev did not exit within 15s of SIGTERM")
+	}
+}
+
+// TestKill9KeepsAcknowledgedRecords kills the broker process mid-stream and
+// restarts it on the same data directory: every record acknowledged before
+// the kill is there, once.
+func TestKill9KeepsAcknowledgedRecords(t *testing.T) {
+	dir := t.TempDir()
+	p := startDev(t, dir)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p.addr), kgo.DefaultProduceTopic("kill9"), kgo.AllowAutoTopicCreation(),
+		kgo.RecordDeliveryTimeout(5*time.Second))
+	require.NoError(t, err)
+	var mu sync.Mutex
+	acked := map[string]bool{}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			cl.Produce(context.Background(), &kgo.Record{Value: []byte(fmt.Sprintf("r%07d", i))}, func(r *kgo.Record, err error) {
+				if err == nil {
+					mu.Lock()
+					acked[string(r.Value)] = true
+					mu.Unlock()
+				}
+			})
+			if i%200 == 199 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := len(acked)
+		mu.Unlock()
+		if n >= 20000 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "only %d acks in 30s", n)
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.NoError(t, p.cmd.Process.Kill()) // SIGKILL mid-stream
+	<-p.exited
+	mu.Lock()
+	snapshot := make([]string, 0, len(acked))
+	for v := range acked {
+		snapshot = append(snapshot, v)
+	}
+	mu.Unlock()
+	close(stop)
+	<-done
+	cl.Close()
+
+	p2 := startDev(t, dir)
+	cons, err := kgo.NewClient(kgo.SeedBrokers(p2.addr), kgo.ConsumeTopics("kill9"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer cons.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	seen := map[string]int{}
+	for len(seen) < len(snapshot) {
+		fs := cons.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "read %d records, %d were acknowledged", len(seen), len(snapshot))
+		fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)]++ })
+	}
+	for _, v := range snapshot {
+		require.Equal(t, 1, seen[v], "acknowledged record %s", v)
+	}
+}
+
+func TestFlagErrorsNameTheFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		env  string
+		want string
+	}{
+		{[]string{"serve", "-node-id", "abc"}, "", "-node-id"},
+		{[]string{"serve", "-no-such-flag"}, "", "no-such-flag"},
+		{[]string{"serve"}, "STRATA_NODE_ID=abc", "STRATA_NODE_ID"},
+		{[]string{"serve", "-topic-default", "retention.ms=soon"}, "", "retention.ms"},
+		{[]string{"serve", "-default-partitions", "0"}, "", "default-partitions"},
+		{[]string{"dev", "-log-level", "loud"}, "", "-log-level"},
+		{[]string{"nonsense"}, "", "unknown command"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if c.env != "" {
+			k, v, _ := strings.Cut(c.env, "=")
+			t.Setenv(k, v)
+		}
+		code := run(c.args, &stdout, &stderr)
+		require.Equal(t, 2, code, "%v: exit code; stderr: %s", c.args, stderr.String())
+		require.Contains(t, stderr.String(), c.want, "%v", c.args)
+		if c.env != "" {
+			k, _, _ := strings.Cut(c.env, "=")
+			os.Unsetenv(k)
+		}
+	}
+}

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+
+	"github.com/stratamq/strata/brokerfleet/internal/broker"
+)
+
+const serveHelp = `usage: brokerfleet serve [flags]
+
+Runs one Strata broker. Every flag can also be set by an environment
+variable: STRATA_ plus the flag name upper-cased, '-' as '_' (for example
+STRATA_NODE_ID=2). A flag on the command line wins over the variable.
+
+flags:
+`
+
+// brokerFlags registers the flags shared by serve and dev on fs.
+func brokerFlags(fs *flag.FlagSet, cfg *broker.Config, listen *string, logLevel *string) {
+	fs.StringVar(listen, "listen", *listen, "address to accept Kafka connections on (host:port)")
+	fs.StringVar(&cfg.DataDir, "data", cfg.DataDir, "directory for partition logs, the topic catalog and producer ids")
+	fs.StringVar(&cfg.ClusterID, "cluster-id", cfg.ClusterID, "cluster id reported to clients")
+	fs.BoolVar(&cfg.AutoCreateTopics, "auto-create-topics", cfg.AutoCreateTopics, "create unknown topics when clients ask for their metadata (Kafka's auto.create.topics.enable)")
+	fs.Func("default-partitions", fmt.Sprintf("partition count for auto-created topics and CreateTopics with -1 (default %d)", cfg.DefaultPartitions), func(s string) error {
+		return parseInt32(s, &cfg.DefaultPartitions)
+	})
+	fs.Func("max-request-bytes", fmt.Sprintf("largest request frame accepted; larger ones close the connection (default %d)", cfg.MaxRequestBytes), func(s string) error {
+		return parseInt32(s, &cfg.MaxRequestBytes)
+	})
+	fs.DurationVar(&cfg.MaintenanceInterval, "maintenance-interval", cfg.MaintenanceInterval, "how often retention and segment.ms are applied")
+	cfg.TopicDefaults = map[string]string{}
+	fs.Var(kvFlag(cfg.TopicDefaults), "topic-default", "default topic config as key=value, repeatable (for example retention.ms=3600000)")
+	fs.StringVar(logLevel, "log-level", *logLevel, "log level: debug, info, warn or error")
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg := broker.DefaultConfig()
+	listen, logLevel := "127.0.0.1:9092", "info"
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), serveHelp)
+		fs.PrintDefaults()
+	}
+	brokerFlags(fs, &cfg, &listen, &logLevel)
+	fs.Func("node-id", "this broker's node id (default 0)", func(s string) error { return parseInt32(s, &cfg.NodeID) })
+	fs.StringVar(&cfg.Advertise, "advertise", "", "host:port clients should connect to (default: the listen address)")
+	fs.StringVar(&cfg.Rack, "rack", "", "this broker's rack, usually its availability zone")
+	if err := parseFlags(fs, args, stderr, true); err != nil {
+		return err
+	}
+	logger, err := newLogger(stderr, logLevel)
+	if err != nil {
+		return err
+	}
+	cfg.Logger = logger
+	if err := cfg.Validate(); err != nil {
+		return usageError{err}
+	}
+	return serveBrokers(ctx, stdout, logger, []brokerSpec{{cfg: cfg, listen: listen}})
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, usageError{fmt.Errorf("invalid value %q for flag -log-level: want debug, info, warn or error", level)}
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+type brokerSpec struct {
+	cfg    broker.Config
+	listen string
+}
+
+// serveBrokers starts the brokers, prints one "ready" line with the
+// bootstrap addresses, and shuts them down cleanly when ctx ends.
+func serveBrokers(ctx context.Context, stdout io.Writer, logger *slog.Logger, specs []brokerSpec) error {
+	var brokers []*broker.Broker
+	defer func() {
+		for _, b := range brokers {
+			if err := b.Close(); err != nil {
+				logger.Error("close broker", "err", err)
+			}
+		}
+	}()
+	errc := make(chan error, len(specs))
+	var addrs []string
+	for _, s := range specs {
+		ln, err := net.Listen("tcp", s.listen)
+		if err != nil {
+			return fmt.Errorf("listen on %s (flag -listen): %w", s.listen, err)
+		}
+		if s.cfg.Advertise == "" {
+			s.cfg.Advertise = ln.Addr().String()
+		}
+		b, err := broker.New(s.cfg)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		brokers = append(brokers, b)
+		addrs = append(addrs, s.cfg.Advertise)
+		go func() { errc <- b.Serve(ln) }()
+	}
+	fmt.Fprintf(stdout, "strata ready: bootstrap %s\n", strings.Join(addrs, ","))
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down")
+		return nil
+	case err := <-errc:
+		return err
+	}
+}
+
+func parseInt32(s string, dst *int32) error {
+	var v int64
+	if _, err := fmt.Sscan(s, &v); err != nil || v < -1<<31 || v >= 1<<31 {
+		return fmt.Errorf("%q is not a 32-bit integer", s)
+	}
+	*dst = int32(v)
+	return nil
+}
