@@ -291,7 +291,16 @@ func (p *Partition) Maintain() error {
 	if err := p.log.MaybeRoll(); err != nil {
 		return err
 	}
-	if _, err := p.log.ApplyRetention(cfg.Retention, cfg.RetentionBytes); err != nil {
+	// segment.Log reads a non-positive retention as unlimited; Kafka's 0
+	// means "already expired".
+	retention := cfg.Retention
+	switch {
+	case retention == 0:
+		retention = time.Nanosecond
+	case retention < 0:
+		retention = 0
+	}
+	if _, err := p.log.ApplyRetention(retention, cfg.RetentionBytes); err != nil {
 		return err
 	}
 	p.logStart.Store(p.log.StartOffset())

@@ -21,26 +21,37 @@ func (p *Partition) OffsetForTimestamp(ts int64) (offset, recordTS int64, ok boo
 	if err != nil || !found {
 		return 0, 0, false, err
 	}
-	h, err := segment.ParseHeader(batch)
-	if err != nil {
-		return 0, 0, false, err
-	}
-	if h.LastOffset() >= hwm {
-		return 0, 0, false, nil
-	}
 	start := p.logStart.Load()
-	offset, recordTS = -1, 0
-	err = eachRecordTimestamp(batch, h, func(off, rts int64) bool {
-		if off >= start && rts >= ts {
-			offset, recordTS = off, rts
-			return false
+	// The first batch whose maximum timestamp reaches ts holds the answer,
+	// unless the log start cuts into it before the matching record; then
+	// the answer is in a later batch, found by walking forward.
+	for {
+		h, err := segment.ParseHeader(batch)
+		if err != nil {
+			return 0, 0, false, err
 		}
-		return true
-	})
-	if err != nil {
-		return 0, 0, false, err
+		if h.LastOffset() >= hwm {
+			return 0, 0, false, nil
+		}
+		if h.MaxTimestamp >= ts {
+			offset = -1
+			err = eachRecordTimestamp(batch, h, func(off, rts int64) bool {
+				if off >= start && rts >= ts {
+					offset, recordTS = off, rts
+					return false
+				}
+				return true
+			})
+			if err != nil || offset >= 0 {
+				return offset, recordTS, err == nil, err
+			}
+		}
+		next, err := p.log.Read(nil, h.LastOffset()+1, 1, hwm)
+		if err != nil || len(next) == 0 {
+			return 0, 0, false, err
+		}
+		batch = next
 	}
-	return offset, recordTS, offset >= 0, nil
 }
 
 // MaxTimestamp returns the offset and timestamp of the committed record with

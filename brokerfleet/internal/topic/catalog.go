@@ -157,6 +157,9 @@ func (c *Catalog) Update(name string, fn func(*Topic) error) (Topic, error) {
 	if err := fn(&t); err != nil {
 		return Topic{}, err
 	}
+	if t.Name != name || t.ID != old.ID {
+		return Topic{}, fmt.Errorf("update topic %q: name and id cannot change", name)
+	}
 	c.byNm[name] = t
 	if err := c.saveLocked(); err != nil {
 		c.byNm[name] = old

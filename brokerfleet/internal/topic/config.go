@@ -41,7 +41,7 @@ var ErrInvalidConfig = errors.New("invalid config")
 
 // Config is a topic's resolved configuration.
 type Config struct {
-	Retention         time.Duration // <= 0: unlimited
+	Retention         time.Duration // < 0: unlimited; 0: delete closed segments at once
 	RetentionBytes    int64         // < 0: unlimited
 	SegmentBytes      int64
 	SegmentAge        time.Duration
@@ -116,7 +116,7 @@ var defs = []Def{
 			return err
 		}},
 	{Name: RetentionMs, Kind: KindLong, Default: "604800000",
-		Doc: "How long a segment is kept after its newest record's timestamp; -1 for ever.",
+		Doc: "How long a segment is kept after its newest record's timestamp; -1 for ever, 0 deletes closed segments at the next check.",
 		parse: func(v string, c *Config) error {
 			n, err := parseInt(v, -1, math.MaxInt64/int64(time.Millisecond))
 			c.Retention = time.Duration(n) * time.Millisecond

@@ -74,7 +74,9 @@ func valueCases() []valueCase {
 		{key: topic.RetentionMs, value: "-1", check: func(t *testing.T, c topic.Config) { require.Equal(t, -time.Millisecond, c.Retention) }},
 		{key: topic.RetentionMs, value: "0", check: func(t *testing.T, c topic.Config) { require.Zero(t, c.Retention) }},
 		{key: topic.RetentionMs, value: "604800000", check: func(t *testing.T, c topic.Config) { require.Equal(t, 7*24*time.Hour, c.Retention) }},
-		{key: topic.RetentionMs, value: fmt.Sprint(maxMs), check: func(t *testing.T, c topic.Config) { require.Equal(t, time.Duration(maxMs)*time.Millisecond, c.Retention) }},
+		{key: topic.RetentionMs, value: fmt.Sprint(maxMs), check: func(t *testing.T, c topic.Config) {
+			require.Equal(t, time.Duration(maxMs)*time.Millisecond, c.Retention)
+		}},
 		{key: topic.RetentionMs, value: fmt.Sprint(maxMs + 1), wantErr: fmt.Sprintf("outside [-1, %d]", maxMs)},
 		{key: topic.RetentionMs, value: "-2", wantErr: "outside [-1,"},
 		{key: topic.RetentionMs, value: "7d", wantErr: "not an integer"},
@@ -91,7 +93,9 @@ func valueCases() []valueCase {
 		// segment.ms: [1, MaxInt64/1e6]
 		{key: topic.SegmentMs, value: "1", check: func(t *testing.T, c topic.Config) { require.Equal(t, time.Millisecond, c.SegmentAge) }},
 		{key: topic.SegmentMs, value: "3600000", check: func(t *testing.T, c topic.Config) { require.Equal(t, time.Hour, c.SegmentAge) }},
-		{key: topic.SegmentMs, value: fmt.Sprint(maxMs), check: func(t *testing.T, c topic.Config) { require.Equal(t, time.Duration(maxMs)*time.Millisecond, c.SegmentAge) }},
+		{key: topic.SegmentMs, value: fmt.Sprint(maxMs), check: func(t *testing.T, c topic.Config) {
+			require.Equal(t, time.Duration(maxMs)*time.Millisecond, c.SegmentAge)
+		}},
 		{key: topic.SegmentMs, value: "0", wantErr: "outside [1,"},
 		{key: topic.SegmentMs, value: "-1", wantErr: "outside [1,"},
 		{key: topic.SegmentMs, value: fmt.Sprint(maxMs + 1), wantErr: fmt.Sprintf("outside [1, %d]", maxMs)},
