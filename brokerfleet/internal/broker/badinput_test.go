@@ -77,12 +77,18 @@ func batch(pid int64, epoch int16, seq int32, n int, valueSize int) []byte {
 
 func produceRaw(t *testing.T, cl *kgo.Client, topicName string, records []byte) kmsg.ProduceResponseTopicPartition {
 	t.Helper()
+	return produceRawTo(t, cl, topicName, 0, -1, records)
+}
+
+// produceRawTo sends one hand-made batch to a partition with the given acks.
+func produceRawTo(t *testing.T, cl *kgo.Client, topicName string, partition int32, acks int16, records []byte) kmsg.ProduceResponseTopicPartition {
+	t.Helper()
 	req := kmsg.NewPtrProduceRequest()
-	req.Acks, req.TimeoutMillis = -1, 5000
+	req.Acks, req.TimeoutMillis = acks, 5000
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = topicName
 	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = records
+	rp.Partition, rp.Records = partition, records
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(context.Background(), cl)

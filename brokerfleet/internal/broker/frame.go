@@ -83,6 +83,9 @@ func parseRequest(frame []byte) (requestHeader, kmsg.Request, error) {
 	if err := r.Complete(); err != nil {
 		return h, nil, fmt.Errorf("%w: header: %v", errMalformed, err)
 	}
+	// kmsg checks each array length against the minimum encoded size of its
+	// elements before allocating them, so a hostile count cannot make it
+	// allocate much more than the frame (TestHostileArrayLength...).
 	if err := req.ReadFrom(r.Src); err != nil {
 		return h, nil, fmt.Errorf("%w: %s v%d: %v", errMalformed, kmsg.NameForKey(h.key), h.version, err)
 	}
