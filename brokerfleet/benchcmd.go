@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"runtime/pprof"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
@@ -39,7 +40,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&partitions, "partitions", partitions, "partitions of the benchmark topic")
 	fs.IntVar(&cfg.Latency, "latency-samples", cfg.Latency, "one-in-flight produces timed for the latency percentiles")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "limit for each phase")
+	fs.StringVar(&cfg.Compression, "compression", cfg.Compression, "producer compression: none, gzip, snappy, lz4 or zstd")
+	fs.BoolVar(&cfg.Text, "text", false, "compressible values (random letters) instead of random bytes")
 	dataDir := fs.String("data", "", "directory for the Strata broker's log (default: a temporary directory, removed afterwards)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the Strata run (broker and client) to this file")
 	if err := parseFlags(fs, args, stderr, false); err != nil {
 		return err
 	}
@@ -82,7 +86,20 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer b.Close()
 	go b.Serve(ln)
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("flag -cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
 	res, err := bench.Run(ctx, cfg, "strata", ln.Addr().String())
+	if *cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	if err != nil {
 		return err
 	}
