@@ -11,7 +11,7 @@ build:
 # Unit, in-process and client tests. Suites whose outside tool is missing
 # skip locally; .ci/run sets STRATA_REQUIRE_ALL=1 so they fail instead.
 test:
-	$(GO) test -count=1 -timeout 25m ./...
+	$(GO) test -race -count=1 -timeout 25m ./...
 
 # End-to-end tests driving whole clusters (build tag e2e).
 e2e:
