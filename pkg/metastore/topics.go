@@ -1,0 +1,173 @@
+package metastore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// TopicID is a topic's UUID.
+type TopicID [16]byte
+
+// Topic is a topic record.
+type Topic struct {
+	Name              string            `json:"name"`
+	ID                TopicID           `json:"id"`
+	Partitions        int32             `json:"partitions"`
+	ReplicationFactor int16             `json:"replicationFactor"`
+	Configs           map[string]string `json:"configs,omitempty"`
+	Version           int64             `json:"-"` // record version, for updates
+}
+
+// PartitionState is the control-plane state of one partition. Epoch is the
+// record's version: every change is a compare-and-set on it, so two
+// controllers cannot both apply a change made from the same read.
+type PartitionState struct {
+	Topic       TopicID `json:"-"`
+	Partition   int32   `json:"-"`
+	Replicas    []int32 `json:"replicas"`
+	Leader      int32   `json:"leader"`
+	LeaderEpoch int32   `json:"leaderEpoch"`
+	ISR         []int32 `json:"isr"`
+	Epoch       int64   `json:"-"`
+}
+
+func topicKey(name string) Key { return Key{PK: pkTopics, SK: name} }
+
+func partitionKey(id TopicID, p int32) Key {
+	return Key{PK: pkPartPfx + fmt.Sprintf("%x", id[:]), SK: partKey(p)}
+}
+
+// CreateTopic stores a new topic and its initial partition states. It
+// fails with ErrConditionFailed if the name is taken.
+func (m *Meta) CreateTopic(ctx context.Context, t Topic, parts []PartitionState) (Topic, error) {
+	it, err := m.s.Put(ctx, Item{Key: topicKey(t.Name), Value: encodeJSON(t)}, IfAbsent())
+	if err != nil {
+		return Topic{}, fmt.Errorf("metastore: create topic %q: %w", t.Name, err)
+	}
+	t.Version = it.Version
+	for _, p := range parts {
+		if _, err := m.s.Put(ctx, Item{Key: partitionKey(t.ID, p.Partition), Value: encodeJSON(p)}, IfAbsent()); err != nil {
+			return Topic{}, fmt.Errorf("metastore: create topic %q partition %d: %w", t.Name, p.Partition, err)
+		}
+	}
+	return t, m.bump(ctx)
+}
+
+// Topic returns the topic called name, or ErrNotFound.
+func (m *Meta) Topic(ctx context.Context, name string) (Topic, error) {
+	it, err := m.s.Get(ctx, topicKey(name))
+	if err != nil {
+		return Topic{}, fmt.Errorf("metastore: topic %q: %w", name, err)
+	}
+	var t Topic
+	if err := decodeJSON(it, &t); err != nil {
+		return Topic{}, err
+	}
+	t.Version = it.Version
+	return t, nil
+}
+
+// Topics lists every topic, sorted by name.
+func (m *Meta) Topics(ctx context.Context) ([]Topic, error) {
+	items, err := m.s.Query(ctx, pkTopics, "")
+	if err != nil {
+		return nil, fmt.Errorf("metastore: list topics: %w", err)
+	}
+	out := make([]Topic, 0, len(items))
+	for _, it := range items {
+		var t Topic
+		if err := decodeJSON(it, &t); err != nil {
+			return nil, err
+		}
+		t.Version = it.Version
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// UpdateTopic writes t (configs, partition count) if the record is still at
+// t.Version and still the same topic id; new partitions get their states.
+func (m *Meta) UpdateTopic(ctx context.Context, t Topic, newParts []PartitionState) (Topic, error) {
+	cur, err := m.Topic(ctx, t.Name)
+	if err != nil {
+		return Topic{}, err
+	}
+	if cur.ID != t.ID {
+		return Topic{}, fmt.Errorf("metastore: update topic %q: it was deleted and re-created: %w", t.Name, ErrConditionFailed)
+	}
+	for _, p := range newParts {
+		if _, err := m.s.Put(ctx, Item{Key: partitionKey(t.ID, p.Partition), Value: encodeJSON(p)}, IfAbsent()); err != nil && !errors.Is(err, ErrConditionFailed) {
+			return Topic{}, fmt.Errorf("metastore: update topic %q partition %d: %w", t.Name, p.Partition, err)
+		}
+	}
+	it, err := m.s.Put(ctx, Item{Key: topicKey(t.Name), Value: encodeJSON(t)}, IfVersion(t.Version))
+	if err != nil {
+		return Topic{}, fmt.Errorf("metastore: update topic %q: %w", t.Name, err)
+	}
+	t.Version = it.Version
+	return t, m.bump(ctx)
+}
+
+// DeleteTopic removes the topic record (if still at t.Version) and then its
+// partition states; a topic id is never reused, so deleting them is safe.
+func (m *Meta) DeleteTopic(ctx context.Context, t Topic) error {
+	if err := m.s.Delete(ctx, topicKey(t.Name), IfVersion(t.Version)); err != nil {
+		return fmt.Errorf("metastore: delete topic %q: %w", t.Name, err)
+	}
+	for p := int32(0); p < t.Partitions; p++ {
+		if err := m.s.Delete(ctx, partitionKey(t.ID, p), Always); err != nil {
+			return fmt.Errorf("metastore: delete topic %q partition %d: %w", t.Name, p, err)
+		}
+	}
+	return m.bump(ctx)
+}
+
+// Partitions returns the partition states of a topic, by partition.
+func (m *Meta) Partitions(ctx context.Context, id TopicID) ([]PartitionState, error) {
+	items, err := m.s.Query(ctx, partitionKey(id, 0).PK, "")
+	if err != nil {
+		return nil, fmt.Errorf("metastore: partitions of %x: %w", id, err)
+	}
+	out := make([]PartitionState, 0, len(items))
+	for _, it := range items {
+		var p PartitionState
+		if err := decodeJSON(it, &p); err != nil {
+			return nil, err
+		}
+		n, err := parsePartKey(it.SK)
+		if err != nil {
+			return nil, fmt.Errorf("metastore: partition key %s: %w", it.Key, err)
+		}
+		p.Topic, p.Partition, p.Epoch = id, n, it.Version
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// UpdatePartition writes p if the stored state is still at p.Epoch and its
+// leader epoch is not newer than p's; it returns p with its new epoch. A
+// stale writer gets an error wrapping ErrConditionFailed (changed since
+// read) or ErrFenced (a newer leader epoch is stored).
+func (m *Meta) UpdatePartition(ctx context.Context, p PartitionState) (PartitionState, error) {
+	key := partitionKey(p.Topic, p.Partition)
+	cur, err := m.s.Get(ctx, key)
+	if err != nil {
+		return PartitionState{}, fmt.Errorf("metastore: update partition %s: %w", key, err)
+	}
+	var stored PartitionState
+	if err := decodeJSON(cur, &stored); err != nil {
+		return PartitionState{}, err
+	}
+	if stored.LeaderEpoch > p.LeaderEpoch {
+		return PartitionState{}, fmt.Errorf("metastore: update partition %s: leader epoch %d < stored %d: %w", key, p.LeaderEpoch, stored.LeaderEpoch, ErrFenced)
+	}
+	it, err := m.s.Put(ctx, Item{Key: key, Value: encodeJSON(p)}, IfVersion(p.Epoch))
+	if err != nil {
+		return PartitionState{}, fmt.Errorf("metastore: update partition %s: %w", key, err)
+	}
+	p.Epoch = it.Version
+	return p, m.bump(ctx)
+}
