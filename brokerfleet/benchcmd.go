@@ -74,6 +74,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintf(stdout, "strata: one broker, log on disk under %s\n", dir)
 	bcfg := broker.DefaultConfig()
 	bcfg.DataDir = dir
+	mf := metaFlags{spec: "embedded"}
+	meta, closer, err := mf.open(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	bcfg.Meta = meta
 	bcfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -13,8 +13,8 @@ import (
 const devHelp = `usage: brokerfleet dev [flags]
 
 Runs a local Strata cluster with nothing else to install: a broker on
-127.0.0.1:9092 with its data under --data (kept across restarts), topics
-auto-created on first use. Prints one line containing "ready" and the
+127.0.0.1:9092 with its data and an embedded metastore under --data (kept
+across restarts), topics auto-created on first use. Prints one line containing "ready" and the
 bootstrap address once it serves; SIGINT or SIGTERM shuts it down cleanly.
 
 flags:
@@ -40,6 +40,13 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	cfg.Logger = logger
+	mf := metaFlags{spec: "embedded"}
+	meta, closer, err := mf.open(ctx, cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	cfg.Meta = meta
 	if err := cfg.Validate(); err != nil {
 		return usageError{err}
 	}

@@ -34,6 +34,9 @@ func brokerFlags(fs *flag.FlagSet, cfg *broker.Config, listen *string, logLevel 
 		return parseInt32(s, &cfg.MaxRequestBytes)
 	})
 	fs.DurationVar(&cfg.MaintenanceInterval, "maintenance-interval", cfg.MaintenanceInterval, "how often retention and segment.ms are applied")
+	fs.DurationVar(&cfg.Lease.Duration, "lease", cfg.Lease.Duration, "broker registration lease; a broker that cannot renew it stops accepting writes after lease minus lease-margin")
+	fs.DurationVar(&cfg.Lease.Margin, "lease-margin", cfg.Lease.Margin, "safety margin subtracted from the lease")
+	fs.DurationVar(&cfg.WatchInterval, "watch-interval", cfg.WatchInterval, "how often the metastore is polled for metadata changes (one read each)")
 	cfg.TopicDefaults = map[string]string{}
 	fs.Var(kvFlag(cfg.TopicDefaults), "topic-default", "default topic config as key=value, repeatable (for example retention.ms=3600000)")
 	fs.StringVar(logLevel, "log-level", *logLevel, "log level: debug, info, warn or error")
@@ -51,6 +54,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Func("node-id", "this broker's node id (default 0)", func(s string) error { return parseInt32(s, &cfg.NodeID) })
 	fs.StringVar(&cfg.Advertise, "advertise", "", "host:port clients should connect to (default: the listen address)")
 	fs.StringVar(&cfg.Rack, "rack", "", "this broker's rack, usually its availability zone")
+	var mf metaFlags
+	mf.register(fs)
 	if err := parseFlags(fs, args, stderr, true); err != nil {
 		return err
 	}
@@ -59,6 +64,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	cfg.Logger = logger
+	meta, closer, err := mf.open(ctx, cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	cfg.Meta = meta
 	if err := cfg.Validate(); err != nil {
 		return usageError{err}
 	}

@@ -25,7 +25,7 @@ type Manifest struct {
 }
 
 func manifestKey(id TopicID, p int32) Key {
-	return Key{PK: pkManifest + fmt.Sprintf("%x", id[:]), SK: partKey(p)}
+	return Key{PK: pkManifest + id.String(), SK: partKey(p)}
 }
 
 // Manifest returns a partition's manifest (empty, Version 0, if none).

@@ -2,6 +2,8 @@ package metastore
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
@@ -36,7 +38,7 @@ type PartitionState struct {
 func topicKey(name string) Key { return Key{PK: pkTopics, SK: name} }
 
 func partitionKey(id TopicID, p int32) Key {
-	return Key{PK: pkPartPfx + fmt.Sprintf("%x", id[:]), SK: partKey(p)}
+	return Key{PK: pkPartPfx + id.String(), SK: partKey(p)}
 }
 
 // CreateTopic stores a new topic and its initial partition states. It
@@ -170,4 +172,27 @@ func (m *Meta) UpdatePartition(ctx context.Context, p PartitionState) (Partition
 	}
 	p.Epoch = it.Version
 	return p, m.bump(ctx)
+}
+
+// NewTopicID returns a random version-4 UUID.
+func NewTopicID() TopicID {
+	var id TopicID
+	_, _ = rand.Read(id[:])
+	id[6] = id[6]&0x0f | 0x40
+	id[8] = id[8]&0x3f | 0x80
+	return id
+}
+
+func (id TopicID) String() string { return hex.EncodeToString(id[:]) }
+
+// MarshalText encodes the id as 32 hex digits.
+func (id TopicID) MarshalText() ([]byte, error) { return []byte(id.String()), nil }
+
+// UnmarshalText decodes 32 hex digits.
+func (id *TopicID) UnmarshalText(b []byte) error {
+	if hex.DecodedLen(len(b)) != len(id) {
+		return fmt.Errorf("topic id %q: want 32 hex digits", b)
+	}
+	_, err := hex.Decode(id[:], b)
+	return err
 }

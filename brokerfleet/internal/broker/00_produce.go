@@ -106,6 +106,11 @@ func (b *Broker) produceOne(req *kmsg.ProduceRequest, topicName string, idx int3
 	if p == nil {
 		return nil, partition.AppendResult{}, coded(kerr.UnknownTopicOrPartition, "unknown topic or partition %s-%d", topicName, idx)
 	}
+	if !b.leaseValid() {
+		// Without a lease it can prove, this broker must not accept writes:
+		// a successor may already lead.
+		return nil, partition.AppendResult{}, fmt.Errorf("%s-%d: broker registration lease not held: %w", topicName, idx, errNotLeader)
+	}
 	h, err := segment.ParseHeader(records)
 	if err != nil {
 		return nil, partition.AppendResult{}, coded(kerr.CorruptMessage, "record batch: %v", err)

@@ -5,12 +5,14 @@ package broker
 // v9 is flexible; v10 adds topic ids; v12 allows a null topic name.
 
 import (
+	"context"
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
+	"github.com/stratamq/strata/pkg/metastore"
 )
 
 func (b *Broker) handleMetadata(req *kmsg.MetadataRequest) kmsg.Response {
@@ -47,21 +49,24 @@ func (b *Broker) handleMetadata(req *kmsg.MetadataRequest) kmsg.Response {
 			ts = b.lookup(name)
 		} else {
 			b.mu.RLock()
-			ts = b.byID[topic.ID(rt.TopicID)]
+			ts = b.byID[metastore.TopicID(rt.TopicID)]
 			b.mu.RUnlock()
 		}
 		if ts == nil && rt.Topic != nil && autoCreate {
+			ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)
 			var err error
-			ts, err = b.createTopic(name, -1, -1, nil, false)
-			if errors.Is(err, topic.ErrExists) {
+			ts, err = b.createTopic(ctx, name, -1, -1, nil, false)
+			cancel()
+			if errors.Is(err, errTopicExists) {
 				ts, err = b.lookup(name), nil
 			}
 			if err != nil || ts == nil {
 				mt := kmsg.NewMetadataResponseTopic()
 				mt.Topic, mt.TopicID = rt.Topic, rt.TopicID
 				mt.ErrorCode = errorCode(err)
-				if err == nil {
-					mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				if err == nil || errors.Is(err, metastore.ErrUnavailable) {
+					// Retriable: the client asks again.
+					mt.ErrorCode = kerr.LeaderNotAvailable.Code
 				}
 				resp.Topics = append(resp.Topics, mt)
 				continue

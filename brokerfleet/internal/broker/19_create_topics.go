@@ -6,6 +6,7 @@ package broker
 // factor; v7 returns the topic id.
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -44,7 +45,9 @@ func (b *Broker) handleCreateTopics(req *kmsg.CreateTopicsRequest) kmsg.Response
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
-		ts, err := b.createTopic(rt.Topic, rt.NumPartitions, rt.ReplicationFactor, configs, req.ValidateOnly)
+		ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)
+		ts, err := b.createTopic(ctx, rt.Topic, rt.NumPartitions, rt.ReplicationFactor, configs, req.ValidateOnly)
+		cancel()
 		if err != nil {
 			fail(fmt.Errorf("create topic %q: %w", rt.Topic, err))
 			resp.Topics = append(resp.Topics, st)

@@ -4,10 +4,12 @@ package broker
 // names topics by name or by id.
 
 import (
+	"context"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/stratamq/strata/brokerfleet/internal/topic"
+	"github.com/stratamq/strata/pkg/metastore"
 )
 
 func (b *Broker) handleDeleteTopics(req *kmsg.DeleteTopicsRequest) kmsg.Response {
@@ -34,7 +36,7 @@ func (b *Broker) handleDeleteTopics(req *kmsg.DeleteTopicsRequest) kmsg.Response
 			name = *t.name
 		} else {
 			b.mu.RLock()
-			ts := b.byID[topic.ID(t.id)]
+			ts := b.byID[metastore.TopicID(t.id)]
 			b.mu.RUnlock()
 			if ts == nil {
 				st.ErrorCode = kerr.UnknownTopicID.Code
@@ -44,7 +46,9 @@ func (b *Broker) handleDeleteTopics(req *kmsg.DeleteTopicsRequest) kmsg.Response
 			name = ts.meta.Name
 			st.Topic = &name
 		}
-		deleted, err := b.deleteTopic(name)
+		ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)
+		deleted, err := b.deleteTopic(ctx, name)
+		cancel()
 		if err != nil {
 			st.ErrorCode, st.ErrorMessage = errorCode(err), errorMessage(err)
 		} else {

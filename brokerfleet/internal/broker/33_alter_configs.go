@@ -5,6 +5,7 @@ package broker
 // semantics). Broker configs are static flags and cannot be altered.
 
 import (
+	"context"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -18,7 +19,8 @@ func (b *Broker) handleAlterConfigs(req *kmsg.AlterConfigsRequest) kmsg.Response
 		if rr.ResourceType != kmsg.ConfigResourceTypeTopic {
 			err = errNotTopicResource(rr.ResourceType)
 		} else {
-			err = b.setTopicConfigs(rr.ResourceName, func(m map[string]string) error {
+			ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)
+			err = b.setTopicConfigs(ctx, rr.ResourceName, func(m map[string]string) error {
 				clear(m)
 				for _, c := range rr.Configs {
 					if c.Value != nil {
@@ -27,6 +29,7 @@ func (b *Broker) handleAlterConfigs(req *kmsg.AlterConfigsRequest) kmsg.Response
 				}
 				return nil
 			}, req.ValidateOnly)
+			cancel()
 		}
 		if err != nil {
 			sr.ErrorCode, sr.ErrorMessage = errCodeOf(err), errorMessage(err)

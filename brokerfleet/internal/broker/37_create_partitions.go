@@ -3,6 +3,8 @@ package broker
 // CreatePartitions, versions 0-3. v1 is unchanged; v2 is flexible.
 
 import (
+	"context"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -16,7 +18,9 @@ func (b *Broker) handleCreatePartitions(req *kmsg.CreatePartitionsRequest) kmsg.
 		if len(rt.Assignment) > 0 {
 			err = coded(kerr.InvalidRequest, "manual replica assignment is not supported")
 		} else {
-			err = b.createPartitions(rt.Topic, rt.Count, req.ValidateOnly)
+			ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)
+			err = b.createPartitions(ctx, rt.Topic, rt.Count, req.ValidateOnly)
+			cancel()
 		}
 		if err != nil {
 			st.ErrorCode, st.ErrorMessage = errCodeOf(err), errorMessage(err)

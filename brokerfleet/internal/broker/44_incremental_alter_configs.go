@@ -4,6 +4,7 @@ package broker
 // apply to any topic config; APPEND and SUBTRACT to list configs.
 
 import (
+	"context"
 	"slices"
 	"strings"
 
@@ -22,7 +23,8 @@ func (b *Broker) handleIncrementalAlterConfigs(req *kmsg.IncrementalAlterConfigs
 		if rr.ResourceType != kmsg.ConfigResourceTypeTopic {
 			err = errNotTopicResource(rr.ResourceType)
 		} else {
-			err = b.setTopicConfigs(rr.ResourceName, func(m map[string]string) error {
+			ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)
+			err = b.setTopicConfigs(ctx, rr.ResourceName, func(m map[string]string) error {
 				for _, c := range rr.Configs {
 					if err := applyIncremental(b.defaults, m, c); err != nil {
 						return err
@@ -30,6 +32,7 @@ func (b *Broker) handleIncrementalAlterConfigs(req *kmsg.IncrementalAlterConfigs
 				}
 				return nil
 			}, req.ValidateOnly)
+			cancel()
 		}
 		if err != nil {
 			sr.ErrorCode, sr.ErrorMessage = errCodeOf(err), errorMessage(err)

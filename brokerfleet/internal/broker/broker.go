@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,26 +15,29 @@ import (
 
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
+	"github.com/stratamq/strata/pkg/metastore"
 	"github.com/stratamq/strata/pkg/segment"
 )
 
-// Broker serves the Kafka protocol for the topics in its data directory.
+// Broker serves the Kafka protocol for the topics in the metastore, keeping
+// their partition logs in its data directory.
 type Broker struct {
 	cfg      Config
 	fs       segment.FS
 	log      *slog.Logger
 	now      func() time.Time
 	defaults topic.Defaults
-	catalog  *topic.Catalog
+	meta     *metastore.Meta
 	pids     *pidAllocator
+	lease    *metastore.Lease // this incarnation's registration and heartbeat
 
 	host string
 	port int32
 
-	adminMu sync.Mutex   // serializes topic creation, deletion and changes
+	adminMu sync.Mutex   // serializes topic changes and reconciliation
 	mu      sync.RWMutex // guards topics and byID; topicState values are immutable
 	topics  map[string]*topicState
-	byID    map[topic.ID]*topicState
+	byID    map[metastore.TopicID]*topicState
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -48,16 +53,19 @@ type Broker struct {
 // cannot open an unbounded number of logs.
 const maxPartitionsPerTopic = 10000
 
+// metaTimeout bounds one metastore operation made for a client request.
+const metaTimeout = 10 * time.Second
+
 // topicState is immutable once published; changes swap in a new value.
 type topicState struct {
-	meta  topic.Topic
+	meta  metastore.Topic
 	cfg   topic.Config
 	parts []*partition.Partition
 }
 
-// New opens (or creates) the broker's data directory: the topic catalog,
-// the producer-id allocator and every partition log, recovering them if the
-// last shutdown was not clean.
+// New opens the broker: it loads the topics from the metastore, opens (and
+// if needed recovers) their partition logs, and starts registering this
+// incarnation, watching for metadata changes and applying retention.
 func New(cfg Config) (*Broker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -71,49 +79,58 @@ func New(cfg Config) (*Broker, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Incarnation == "" {
+		cfg.Incarnation = newIncarnation()
+	}
 	defaults, err := topic.NewDefaults(cfg.TopicDefaults)
-	if err != nil {
-		return nil, err
-	}
-	catalog, err := topic.OpenCatalog(cfg.FS, cfg.DataDir)
-	if err != nil {
-		return nil, err
-	}
-	pids, err := newPIDAllocator(cfg.FS, path.Join(cfg.DataDir, "producer-ids"))
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Broker{
-		cfg: cfg, fs: cfg.FS, log: cfg.Logger, now: cfg.Now,
-		defaults: defaults, catalog: catalog, pids: pids,
-		topics: map[string]*topicState{}, byID: map[topic.ID]*topicState{},
+		cfg: cfg, fs: cfg.FS, log: cfg.Logger.With("broker", cfg.NodeID), now: cfg.Now,
+		defaults: defaults, meta: cfg.Meta, pids: &pidAllocator{meta: cfg.Meta},
+		topics: map[string]*topicState{}, byID: map[metastore.TopicID]*topicState{},
 		ctx: ctx, cancel: cancel,
 		lns: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{},
 	}
-	for _, t := range catalog.List() {
-		ts, err := b.openTopic(t)
-		if err != nil {
-			b.closePartitions()
-			return nil, err
-		}
-		b.topics[t.Name] = ts
-		b.byID[t.ID] = ts
+	b.lease, err = cfg.Meta.BrokerLease(metastore.Broker{
+		ID: cfg.NodeID, Endpoint: cfg.Advertise, Rack: cfg.Rack, Incarnation: cfg.Incarnation,
+	}, cfg.Lease)
+	if err != nil {
+		cancel()
+		return nil, err
 	}
-	b.wg.Add(1)
+	if err := b.reconcile(ctx); err != nil {
+		cancel()
+		b.closePartitions()
+		return nil, fmt.Errorf("load topics: %w", err)
+	}
+	// Register now, so a fresh broker serves produce at once; a restarted
+	// one keeps trying in heartbeat until its previous lease runs out.
+	tctx, tcancel := context.WithTimeout(ctx, cfg.Lease.Duration/3)
+	if _, err := b.lease.Tick(tctx); err != nil {
+		b.log.Warn("first broker heartbeat failed", "err", err)
+	}
+	tcancel()
+	b.wg.Add(3)
 	go b.maintain()
+	go b.watch()
+	go b.heartbeat()
 	return b, nil
 }
 
-func (b *Broker) partitionDir(t topic.Topic, p int32) string {
+func newIncarnation() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (b *Broker) partitionDir(t metastore.Topic, p int32) string {
 	return path.Join(b.cfg.DataDir, "logs", t.Name+"-"+t.ID.String(), strconv.Itoa(int(p)))
 }
 
-func (b *Broker) openTopic(t topic.Topic) (*topicState, error) {
-	cfg, err := b.defaults.Resolve(t.Configs)
-	if err != nil {
-		return nil, fmt.Errorf("topic %q: %w", t.Name, err)
-	}
+func (b *Broker) openTopic(t metastore.Topic, cfg topic.Config) (*topicState, error) {
 	ts := &topicState{meta: t, cfg: cfg}
 	for i := int32(0); i < t.Partitions; i++ {
 		p, err := b.openPartition(t, i, cfg)
@@ -128,7 +145,7 @@ func (b *Broker) openTopic(t topic.Topic) (*topicState, error) {
 	return ts, nil
 }
 
-func (b *Broker) openPartition(t topic.Topic, i int32, cfg topic.Config) (*partition.Partition, error) {
+func (b *Broker) openPartition(t metastore.Topic, i int32, cfg topic.Config) (*partition.Partition, error) {
 	lg, err := segment.Open(segment.Options{
 		FS:           b.fs,
 		Dir:          b.partitionDir(t, i),
@@ -227,6 +244,66 @@ func (b *Broker) Close() error {
 	b.cancel()
 	b.wg.Wait()
 	return b.closePartitions()
+}
+
+// heartbeat keeps this incarnation registered: one conditional write per
+// interval, whatever the number of partitions. On Close the lease is
+// released so a restarted broker need not wait it out.
+func (b *Broker) heartbeat() {
+	defer b.wg.Done()
+	interval := b.cfg.Lease.Duration / 3
+	t := time.NewTimer(interval)
+	defer t.Stop()
+	held := b.leaseValid()
+	for {
+		select {
+		case <-b.ctx.Done():
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			if err := b.lease.Release(ctx); err != nil {
+				b.log.Warn("release broker lease", "err", err)
+			}
+			cancel()
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(b.ctx, interval)
+		st, err := b.lease.Tick(ctx)
+		cancel()
+		switch {
+		case err != nil && b.ctx.Err() == nil:
+			b.log.Warn("broker heartbeat failed", "err", err)
+		case st.Held && !held:
+			b.log.Info("broker registered", "epoch", st.Epoch, "incarnation", b.cfg.Incarnation)
+		case !st.Held && held:
+			b.log.Warn("broker registration lost", "holder", st.Holder)
+		case !st.Held && err == nil:
+			b.log.Info("waiting for the previous incarnation's lease to expire", "holder", st.Holder)
+		}
+		held = st.Held
+		t.Reset(interval)
+	}
+}
+
+// leaseValid reports whether this broker may act as a leader now: its
+// registration lease is held and not past its safe deadline.
+func (b *Broker) leaseValid() bool {
+	_, ok := b.lease.Valid()
+	return ok
+}
+
+// watch applies metadata changes made anywhere (another broker, an admin
+// tool) within one poll interval.
+func (b *Broker) watch() {
+	defer b.wg.Done()
+	b.meta.WatchChanges(b.ctx, b.cfg.WatchInterval, func(int64) {
+		ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)
+		defer cancel()
+		if err := b.reconcile(ctx); err != nil && b.ctx.Err() == nil {
+			b.log.Warn("apply metadata change", "err", err)
+		}
+	}, func(err error) {
+		b.log.Warn("poll metadata changes", "err", err)
+	})
 }
 
 func (b *Broker) closePartitions() error {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
+	"github.com/stratamq/strata/pkg/metastore"
 	"github.com/stratamq/strata/pkg/segment"
 )
 
@@ -24,8 +25,19 @@ type Config struct {
 	// Advertise is the host:port clients are told to connect to; empty means
 	// the listener's address.
 	Advertise string
-	// DataDir holds the topic catalog, producer-id blocks and partition logs.
+	// DataDir holds the partition logs.
 	DataDir string
+	// Meta is the control-plane store (topics, configs, producer ids,
+	// registrations). Required.
+	Meta *metastore.Meta
+	// Lease is the broker registration lease: the broker heartbeats every
+	// Duration/3 and stops acting as a leader at its safe deadline when it
+	// cannot renew.
+	Lease metastore.LeaseOptions
+	// WatchInterval is how often the metastore's change counter is polled.
+	WatchInterval time.Duration
+	// Incarnation identifies this process's life; empty means a random one.
+	Incarnation string
 	// FS is the filesystem under DataDir; nil means the OS filesystem.
 	FS segment.FS
 	// AutoCreateTopics lets Metadata create unknown topics (Kafka's
@@ -57,6 +69,8 @@ func DefaultConfig() Config {
 		DefaultPartitions:   1,
 		MaxRequestBytes:     100 << 20,
 		MaintenanceInterval: 30 * time.Second,
+		Lease:               metastore.LeaseOptions{Duration: 6 * time.Second, Margin: time.Second},
+		WatchInterval:       500 * time.Millisecond,
 	}
 }
 
@@ -77,6 +91,15 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxRequestBytes < 1<<10 {
 		errs = append(errs, fmt.Errorf("max-request-bytes: %d is below 1024", c.MaxRequestBytes))
+	}
+	if c.Meta == nil {
+		errs = append(errs, errors.New("metastore: none configured"))
+	}
+	if err := c.Lease.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("lease: %w", err))
+	}
+	if c.WatchInterval <= 0 {
+		errs = append(errs, fmt.Errorf("watch-interval: %v is not positive", c.WatchInterval))
 	}
 	if c.MaintenanceInterval <= 0 {
 		errs = append(errs, fmt.Errorf("maintenance-interval: %v is not positive", c.MaintenanceInterval))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
+	"github.com/stratamq/strata/pkg/metastore"
 	"github.com/stratamq/strata/pkg/segment"
 )
 
@@ -21,10 +22,15 @@ func errorCode(err error) int16 {
 		return kerr.InvalidTopicException.Code
 	case errors.Is(err, topic.ErrInvalidConfig):
 		return kerr.InvalidConfig.Code
-	case errors.Is(err, topic.ErrExists):
+	case errors.Is(err, errTopicExists):
 		return kerr.TopicAlreadyExists.Code
-	case errors.Is(err, topic.ErrNotFound):
+	case errors.Is(err, errUnknownTopic):
 		return kerr.UnknownTopicOrPartition.Code
+	case errors.Is(err, errNotLeader):
+		return kerr.NotLeaderForPartition.Code
+	case errors.Is(err, metastore.ErrUnavailable), errors.Is(err, metastore.ErrConditionFailed):
+		// The control plane is unreachable or busy: retriable.
+		return kerr.RequestTimedOut.Code
 	case errors.Is(err, errInvalidPartitions):
 		return kerr.InvalidPartitions.Code
 	case errors.Is(err, errInvalidReplication):

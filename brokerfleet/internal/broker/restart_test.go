@@ -142,7 +142,7 @@ func TestCrashKeepsFsyncedAcks(t *testing.T) {
 	cl.Close()
 	b.Broker.Close()
 
-	b2 := brokertest.Start(t, func(c *broker.Config) { c.FS = crashed; c.DataDir = "/data" })
+	b2 := brokertest.Start(t, func(c *broker.Config) { c.FS = crashed; c.DataDir = "/data"; c.Meta = b.Cfg.Meta })
 	seen := readValues(t, b2.Addr, topicName)
 	for _, id := range ackedAtCrash {
 		require.Equal(t, 1, seen[id], "acknowledged record %s lost or duplicated by the crash", id)

@@ -1,12 +1,15 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path"
+	"strings"
 
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
+	"github.com/stratamq/strata/pkg/metastore"
 )
 
 // Errors of topic administration, mapped to Kafka codes in errors.go.
@@ -14,10 +17,18 @@ var (
 	errInvalidPartitions  = errors.New("invalid partition count")
 	errInvalidReplication = errors.New("invalid replication factor")
 	errInvalidRequest     = errors.New("invalid request")
+	errTopicExists        = errors.New("topic already exists")
+	errUnknownTopic       = errors.New("unknown topic")
+	errNotLeader          = errors.New("not the leader")
 )
 
-// createTopic validates and (unless validateOnly) creates a topic.
-func (b *Broker) createTopic(name string, partitions int32, rf int16, configs map[string]string, validateOnly bool) (*topicState, error) {
+// updateRetries bounds read-modify-write retries when another writer
+// changed a topic record between our read and our conditional write.
+const updateRetries = 5
+
+// createTopic validates and (unless validateOnly) creates a topic in the
+// metastore, then opens its partitions here.
+func (b *Broker) createTopic(ctx context.Context, name string, partitions int32, rf int16, configs map[string]string, validateOnly bool) (*topicState, error) {
 	if err := topic.ValidateName(name); err != nil {
 		return nil, err
 	}
@@ -40,137 +51,228 @@ func (b *Broker) createTopic(name string, partitions int32, rf int16, configs ma
 	if err != nil {
 		return nil, err
 	}
-	b.adminMu.Lock()
-	defer b.adminMu.Unlock()
-	if b.lookup(name) != nil {
-		return nil, fmt.Errorf("create topic %q: %w", name, topic.ErrExists)
+	if other := b.collidingTopic(name); other != "" {
+		return nil, fmt.Errorf("create topic %q: collides with %q ('.' and '_' are the same in metric names): %w", name, other, errTopicExists)
 	}
-	t := topic.Topic{Name: name, ID: topic.NewID(), Partitions: partitions, ReplicationFactor: rf, Configs: configs}
+	t := metastore.Topic{Name: name, ID: metastore.NewTopicID(), Partitions: partitions, ReplicationFactor: rf, Configs: configs}
 	if validateOnly {
+		if b.lookup(name) != nil {
+			return nil, fmt.Errorf("create topic %q: %w", name, errTopicExists)
+		}
 		return &topicState{meta: t, cfg: cfg}, nil
 	}
-	ts, err := b.openTopic(t)
-	if err != nil {
-		return nil, err
-	}
-	if err := b.catalog.Create(t); err != nil {
-		for _, p := range ts.parts {
-			p.Remove()
+	if _, err := b.meta.CreateTopic(ctx, t, b.initialStates(0, partitions)); err != nil {
+		if errors.Is(err, metastore.ErrConditionFailed) {
+			return nil, fmt.Errorf("create topic %q: %w", name, errTopicExists)
 		}
 		return nil, err
 	}
-	b.mu.Lock()
-	b.topics[name] = ts
-	b.byID[t.ID] = ts
-	b.mu.Unlock()
 	b.log.Info("topic created", "topic", name, "id", t.ID.String(), "partitions", partitions)
+	if err := b.reconcile(ctx); err != nil {
+		return nil, err
+	}
+	ts := b.lookup(name)
+	if ts == nil || ts.meta.ID != t.ID {
+		return nil, fmt.Errorf("create topic %q: deleted again at once: %w", name, errUnknownTopic)
+	}
 	return ts, nil
 }
 
-// deleteTopic removes a topic and its logs.
-func (b *Broker) deleteTopic(name string) (topic.Topic, error) {
-	b.adminMu.Lock()
-	defer b.adminMu.Unlock()
-	t, err := b.catalog.Delete(name)
-	if err != nil {
-		return topic.Topic{}, err
+// initialStates are the partition states of new partitions [from, to): on
+// a single broker it leads them all, at leader epoch 0.
+func (b *Broker) initialStates(from, to int32) []metastore.PartitionState {
+	out := make([]metastore.PartitionState, 0, to-from)
+	for p := from; p < to; p++ {
+		id := b.cfg.NodeID
+		out = append(out, metastore.PartitionState{Partition: p, Replicas: []int32{id}, Leader: id, ISR: []int32{id}})
 	}
-	b.mu.Lock()
-	ts := b.topics[name]
-	delete(b.topics, name)
-	delete(b.byID, t.ID)
-	b.mu.Unlock()
-	if ts != nil {
-		for _, p := range ts.parts {
-			if err := p.Remove(); err != nil {
-				b.log.Warn("remove partition log", "topic", name, "partition", p.Index(), "err", err)
-			}
+	return out
+}
+
+func (b *Broker) collidingTopic(name string) string {
+	key := strings.ReplaceAll(name, ".", "_")
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	for other := range b.topics {
+		if other != name && strings.ReplaceAll(other, ".", "_") == key {
+			return other
 		}
 	}
-	if err := b.fs.RemoveAll(path.Dir(b.partitionDir(t, 0))); err != nil {
-		b.log.Warn("remove topic directory", "topic", name, "err", err)
+	return ""
+}
+
+// updateTopic re-reads a topic, applies edit and writes it back, retrying
+// when another writer got there first.
+func (b *Broker) updateTopic(ctx context.Context, name string, edit func(*metastore.Topic) ([]metastore.PartitionState, error), validateOnly bool) error {
+	for attempt := 0; ; attempt++ {
+		t, err := b.meta.Topic(ctx, name)
+		if errors.Is(err, metastore.ErrNotFound) {
+			return fmt.Errorf("topic %q: %w", name, errUnknownTopic)
+		}
+		if err != nil {
+			return err
+		}
+		newParts, err := edit(&t)
+		if err != nil || validateOnly {
+			return err
+		}
+		_, err = b.meta.UpdateTopic(ctx, t, newParts)
+		if errors.Is(err, metastore.ErrConditionFailed) && attempt < updateRetries {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		return b.reconcile(ctx)
 	}
-	b.log.Info("topic deleted", "topic", name, "id", t.ID.String())
-	return t, nil
+}
+
+// deleteTopic removes a topic from the metastore and its logs from here.
+func (b *Broker) deleteTopic(ctx context.Context, name string) (metastore.Topic, error) {
+	for attempt := 0; ; attempt++ {
+		t, err := b.meta.Topic(ctx, name)
+		if errors.Is(err, metastore.ErrNotFound) {
+			return metastore.Topic{}, fmt.Errorf("delete topic %q: %w", name, errUnknownTopic)
+		}
+		if err != nil {
+			return metastore.Topic{}, err
+		}
+		err = b.meta.DeleteTopic(ctx, t)
+		if errors.Is(err, metastore.ErrConditionFailed) && attempt < updateRetries {
+			continue
+		}
+		if err != nil {
+			return metastore.Topic{}, err
+		}
+		b.log.Info("topic deleted", "topic", name, "id", t.ID.String())
+		return t, b.reconcile(ctx)
+	}
 }
 
 // createPartitions grows a topic to count partitions.
-func (b *Broker) createPartitions(name string, count int32, validateOnly bool) error {
-	b.adminMu.Lock()
-	defer b.adminMu.Unlock()
-	ts := b.lookup(name)
-	if ts == nil {
-		return fmt.Errorf("create partitions for %q: %w", name, topic.ErrNotFound)
-	}
-	have := int32(len(ts.parts))
-	if count <= have {
-		return fmt.Errorf("%w: topic %q has %d partitions; the new count %d must be larger", errInvalidPartitions, name, have, count)
-	}
-	if count > maxPartitionsPerTopic {
-		return fmt.Errorf("%w: %d partitions; at most %d per topic", errInvalidPartitions, count, maxPartitionsPerTopic)
-	}
-	if validateOnly {
-		return nil
-	}
-	next := &topicState{meta: ts.meta, cfg: ts.cfg, parts: append([]*partition.Partition(nil), ts.parts...)}
-	next.meta.Partitions = count
-	for i := have; i < count; i++ {
-		p, err := b.openPartition(ts.meta, i, ts.cfg)
-		if err != nil {
-			for _, p := range next.parts[have:] {
-				p.Remove()
-			}
-			return err
+func (b *Broker) createPartitions(ctx context.Context, name string, count int32, validateOnly bool) error {
+	return b.updateTopic(ctx, name, func(t *metastore.Topic) ([]metastore.PartitionState, error) {
+		if count <= t.Partitions {
+			return nil, fmt.Errorf("%w: topic %q has %d partitions; the new count %d must be larger", errInvalidPartitions, name, t.Partitions, count)
 		}
-		next.parts = append(next.parts, p)
-	}
-	if _, err := b.catalog.Update(name, func(t *topic.Topic) error { t.Partitions = count; return nil }); err != nil {
-		for _, p := range next.parts[have:] {
-			p.Remove()
+		if count > maxPartitionsPerTopic {
+			return nil, fmt.Errorf("%w: %d partitions; at most %d per topic", errInvalidPartitions, count, maxPartitionsPerTopic)
 		}
-		return err
-	}
-	b.swapTopic(next)
-	return nil
+		have := t.Partitions
+		t.Partitions = count
+		return b.initialStates(have, count), nil
+	}, validateOnly)
 }
 
-// setTopicConfigs replaces a topic's config overrides.
-func (b *Broker) setTopicConfigs(name string, edit func(map[string]string) error, validateOnly bool) error {
+// setTopicConfigs edits a topic's config overrides.
+func (b *Broker) setTopicConfigs(ctx context.Context, name string, edit func(map[string]string) error, validateOnly bool) error {
+	return b.updateTopic(ctx, name, func(t *metastore.Topic) ([]metastore.PartitionState, error) {
+		overrides := make(map[string]string, len(t.Configs))
+		for k, v := range t.Configs {
+			overrides[k] = v
+		}
+		if err := edit(overrides); err != nil {
+			return nil, err
+		}
+		if _, err := b.defaults.Resolve(overrides); err != nil {
+			return nil, err
+		}
+		t.Configs = overrides
+		return nil, nil
+	}, validateOnly)
+}
+
+// reconcile makes the local topics match the metastore: it opens the
+// partitions of new topics, grows and reconfigures changed ones and removes
+// the logs of deleted ones. Only topics this broker loaded from the
+// metastore are ever removed, so a lost or empty metastore never deletes
+// local data (stray directories are only reported).
+func (b *Broker) reconcile(ctx context.Context) error {
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
-	ts := b.lookup(name)
-	if ts == nil {
-		return fmt.Errorf("alter configs of %q: %w", name, topic.ErrNotFound)
-	}
-	overrides := make(map[string]string, len(ts.meta.Configs))
-	for k, v := range ts.meta.Configs {
-		overrides[k] = v
-	}
-	if err := edit(overrides); err != nil {
-		return err
-	}
-	cfg, err := b.defaults.Resolve(overrides)
+	list, err := b.meta.Topics(ctx)
 	if err != nil {
 		return err
 	}
-	if validateOnly {
-		return nil
+	want := make(map[string]metastore.Topic, len(list))
+	for _, t := range list {
+		want[t.Name] = t
 	}
-	meta, err := b.catalog.Update(name, func(t *topic.Topic) error { t.Configs = overrides; return nil })
-	if err != nil {
-		return err
+	b.mu.RLock()
+	have := make(map[string]*topicState, len(b.topics))
+	for n, ts := range b.topics {
+		have[n] = ts
 	}
-	next := &topicState{meta: meta, cfg: cfg, parts: ts.parts}
-	for _, p := range next.parts {
-		p.SetConfig(cfg)
+	b.mu.RUnlock()
+
+	var errs []error
+	for name, ts := range have {
+		if t, ok := want[name]; !ok || t.ID != ts.meta.ID {
+			b.removeTopic(ts)
+		}
 	}
-	b.swapTopic(next)
-	return nil
+	for _, t := range list {
+		cur := have[t.Name]
+		if cur != nil && cur.meta.ID == t.ID && cur.meta.Version == t.Version {
+			continue
+		}
+		cfg, err := b.defaults.Resolve(t.Configs)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("topic %q: %w", t.Name, err))
+			continue
+		}
+		if cur == nil || cur.meta.ID != t.ID {
+			ts, err := b.openTopic(t, cfg)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			b.swapTopic(ts)
+			continue
+		}
+		next := &topicState{meta: t, cfg: cfg, parts: append([]*partition.Partition(nil), cur.parts...)}
+		for i := int32(len(next.parts)); i < t.Partitions; i++ {
+			p, err := b.openPartition(t, i, cfg)
+			if err != nil {
+				errs = append(errs, err)
+				break
+			}
+			next.parts = append(next.parts, p)
+		}
+		if cfg != cur.cfg {
+			for _, p := range next.parts {
+				p.SetConfig(cfg)
+			}
+		}
+		b.swapTopic(next)
+	}
+	return errors.Join(errs...)
+}
+
+// removeTopic unpublishes a topic and deletes its logs.
+func (b *Broker) removeTopic(ts *topicState) {
+	b.mu.Lock()
+	if cur := b.topics[ts.meta.Name]; cur != nil && cur.meta.ID == ts.meta.ID {
+		delete(b.topics, ts.meta.Name)
+	}
+	delete(b.byID, ts.meta.ID)
+	b.mu.Unlock()
+	for _, p := range ts.parts {
+		if err := p.Remove(); err != nil {
+			b.log.Warn("remove partition log", "topic", ts.meta.Name, "partition", p.Index(), "err", err)
+		}
+	}
+	if err := b.fs.RemoveAll(path.Dir(b.partitionDir(ts.meta, 0))); err != nil {
+		b.log.Warn("remove topic directory", "topic", ts.meta.Name, "err", err)
+	}
 }
 
 // swapTopic publishes a new immutable topicState.
 func (b *Broker) swapTopic(ts *topicState) {
 	b.mu.Lock()
+	if old := b.topics[ts.meta.Name]; old != nil && old.meta.ID != ts.meta.ID {
+		delete(b.byID, old.meta.ID)
+	}
 	b.topics[ts.meta.Name] = ts
 	b.byID[ts.meta.ID] = ts
 	b.mu.Unlock()

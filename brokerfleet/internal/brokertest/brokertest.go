@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -16,6 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/stratamq/strata/brokerfleet/internal/broker"
+	"github.com/stratamq/strata/pkg/metastore"
+	"github.com/stratamq/strata/pkg/metastore/embedded"
 )
 
 // RequireAllEnv is the variable CI sets so suites needing an outside tool
@@ -44,10 +47,24 @@ func Start(t testing.TB, opts ...Option) *Broker {
 	if testing.Verbose() {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
+	cfg.Meta = NewMeta(t)
+	cfg.WatchInterval = 50 * time.Millisecond
 	for _, o := range opts {
 		o(&cfg)
 	}
 	return StartConfig(t, cfg, "127.0.0.1:0")
+}
+
+// NewMeta opens an embedded metastore in a temporary directory, closed
+// after everything registered later with t.Cleanup (brokers using it).
+func NewMeta(t testing.TB) *metastore.Meta {
+	t.Helper()
+	store, err := embedded.Open(filepath.Join(t.TempDir(), "metastore.db"))
+	if err != nil {
+		t.Fatalf("open metastore: %v", err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return metastore.New(store)
 }
 
 // StartConfig runs a broker with exactly cfg, listening on listen.
@@ -64,6 +81,9 @@ func StartConfig(t testing.TB, cfg broker.Config, listen string) *Broker {
 	}
 	if err != nil {
 		t.Fatalf("listen: %v", err)
+	}
+	if cfg.Advertise == "" {
+		cfg.Advertise = ln.Addr().String()
 	}
 	b, err := broker.New(cfg)
 	if err != nil {
