@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 var (
@@ -38,6 +39,10 @@ const MaxKeyBytes = 1024
 // (DynamoDB's TransactWriteItems limit).
 const MaxTransactItems = 100
 
+// MaxTransactBytes bounds the values of one Transact, leaving room for keys
+// and attributes under DynamoDB's 4 MB request limit.
+const MaxTransactBytes = 4<<20 - 256<<10
+
 // Key addresses an item: PK groups items that are queried together, SK
 // orders them within the group.
 type Key struct {
@@ -48,8 +53,9 @@ func (k Key) String() string { return k.PK + "/" + k.SK }
 
 // Item is a stored value with its version. Version is 0 for an item never
 // written; every write stores the previous version plus one. Versions start
-// again at 1 after a Delete, so records whose versions fence writers
-// (leases, partition state, generations) are never deleted, only updated. Expires, when
+// again at 1 after a Delete (and after DynamoDB's TTL process removes an
+// expired item), so records whose versions fence writers (leases, partition
+// state, generations) are never deleted and never carry Expires. Expires, when
 // non-zero, is a Unix time in seconds after which the item reads as absent.
 type Item struct {
 	Key
@@ -182,6 +188,9 @@ func CheckKey(k Key) error {
 	if strings.IndexByte(k.PK, 0) >= 0 {
 		return fmt.Errorf("key %q: the partition key contains a NUL byte", k)
 	}
+	if !utf8.ValidString(k.PK) || !utf8.ValidString(k.SK) {
+		return fmt.Errorf("key %q: keys must be valid UTF-8", k)
+	}
 	return nil
 }
 
@@ -191,7 +200,12 @@ func CheckOps(ops []Op) error {
 		return fmt.Errorf("transact: %d ops; want 1 to %d", len(ops), MaxTransactItems)
 	}
 	seen := make(map[Key]bool, len(ops))
+	total := 0
 	for _, op := range ops {
+		total += len(op.Item.Value)
+		if total > MaxTransactBytes {
+			return fmt.Errorf("transact: values exceed %d bytes: %w", MaxTransactBytes, ErrTooLarge)
+		}
 		if seen[op.Item.Key] {
 			return fmt.Errorf("transact: key %s appears twice", op.Item.Key)
 		}
