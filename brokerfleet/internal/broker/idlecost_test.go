@@ -1,0 +1,55 @@
+package broker_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/stratamq/strata/brokerfleet/internal/broker"
+	"github.com/stratamq/strata/brokerfleet/internal/brokertest"
+	"github.com/stratamq/strata/pkg/metastore"
+	"github.com/stratamq/strata/pkg/metastore/dynamo/dynamotest"
+)
+
+// TestIdleClusterDynamoCost counts the DynamoDB requests (at the SDK's HTTP
+// layer, retries included) of an idle 3-broker cluster with 1,000
+// partitions, with production lease and watch settings: at most one write
+// per second per broker, and nothing that grows with partitions.
+func TestIdleClusterDynamoCost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures a 6 s idle window")
+	}
+	counter := dynamotest.NewCounter()
+	store := dynamotest.NewStore(t, dynamotest.StartMinidyn(t), counter.Option())
+	meta := metastore.New(store)
+	defaults := broker.DefaultConfig()
+	var brokers []*brokertest.Broker
+	for id := int32(1); id <= 3; id++ {
+		brokers = append(brokers, brokertest.Start(t, func(c *broker.Config) {
+			c.Meta, c.NodeID = meta, id
+			c.Lease, c.WatchInterval = defaults.Lease, defaults.WatchInterval
+			c.MaintenanceInterval = time.Hour
+		}))
+	}
+	for i := 0; i < 10; i++ {
+		brokertest.CreateTopic(t, brokers[0].Addr, fmt.Sprintf("idle-%d", i), 100, nil)
+	}
+	// Let every broker pick the topics up, then measure a quiet window of
+	// one full lease.
+	time.Sleep(2 * defaults.WatchInterval)
+	counter.Reset()
+	window := defaults.Lease.Duration
+	time.Sleep(window)
+	counts := counter.Counts()
+	perBrokerSecond := func(n int64) float64 { return float64(n) / 3 / window.Seconds() }
+	writes, total := counter.Writes(), counter.Total()
+	t.Logf("idle 3 brokers, 1000 partitions, %v: %v; %.2f writes and %.2f requests per broker per second",
+		window, counts, perBrokerSecond(writes), perBrokerSecond(total))
+	require.LessOrEqual(t, perBrokerSecond(writes), 1.0, "writes per broker per second")
+	// Reads: the change counter every watch interval plus the lease read
+	// before each heartbeat; nothing per partition.
+	maxReads := 1/defaults.WatchInterval.Seconds() + 3/defaults.Lease.Duration.Seconds() + 0.5
+	require.LessOrEqual(t, perBrokerSecond(total-writes), maxReads, "reads per broker per second")
+}
