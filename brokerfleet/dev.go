@@ -40,6 +40,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	cfg.Logger = logger
+	if err := cfg.ValidateSettings(); err != nil {
+		return usageError{err}
+	}
 	mf := metaFlags{spec: "embedded"}
 	meta, closer, err := mf.open(ctx, cfg.DataDir)
 	if err != nil {

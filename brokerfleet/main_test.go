@@ -196,3 +196,12 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 		}
 	}
 }
+
+func TestBadFlagsCreateNothing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"serve", "-data", dir, "-topic-default", "retention.ms=soon"}, &stdout, &stderr)
+	require.Equal(t, 2, code, stderr.String())
+	_, err := os.Stat(dir)
+	require.True(t, os.IsNotExist(err), "a rejected command created %s", dir)
+}

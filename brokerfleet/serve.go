@@ -64,6 +64,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	cfg.Logger = logger
+	if err := cfg.ValidateSettings(); err != nil {
+		return usageError{err}
+	}
 	meta, closer, err := mf.open(ctx, cfg.DataDir)
 	if err != nil {
 		return err

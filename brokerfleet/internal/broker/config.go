@@ -74,8 +74,18 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports the first invalid field, named as the flag that sets it.
+// Validate reports every invalid field, named as the flag that sets it.
 func (c *Config) Validate() error {
+	err := c.ValidateSettings()
+	if c.Meta == nil {
+		err = errors.Join(err, errors.New("metastore: none configured"))
+	}
+	return err
+}
+
+// ValidateSettings is Validate without the collaborators (Meta, FS), so a
+// command can reject bad flags before opening anything.
+func (c *Config) ValidateSettings() error {
 	var errs []error
 	if c.NodeID < 0 {
 		errs = append(errs, fmt.Errorf("node-id: %d is negative", c.NodeID))
@@ -91,9 +101,6 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxRequestBytes < 1<<10 {
 		errs = append(errs, fmt.Errorf("max-request-bytes: %d is below 1024", c.MaxRequestBytes))
-	}
-	if c.Meta == nil {
-		errs = append(errs, errors.New("metastore: none configured"))
 	}
 	if err := c.Lease.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("lease: %w", err))
