@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/stratamq/strata/brokerfleet/internal/broker"
 	"github.com/stratamq/strata/brokerfleet/internal/brokertest"
 	"github.com/stratamq/strata/pkg/metastore"
+	"github.com/stratamq/strata/pkg/metastore/dynamo/dynamotest"
 )
 
 // TestTopicChangesReachOtherBrokers: two brokers share one metastore; what
@@ -78,24 +80,43 @@ func TestTopicChangesReachOtherBrokers(t *testing.T) {
 // TestMetastoreOutage: while the store is unreachable, control-plane
 // requests get retriable errors; once the broker can no longer prove its
 // lease it stops accepting writes; when the store returns, all recovers.
+// The outage is injected at the Store seam (embedded) and at the HTTP layer
+// in front of DynamoDB (minidyn answering 500s and throttling through the
+// real SDK and its retries).
 func TestMetastoreOutage(t *testing.T) {
-	flaky := &brokertest.FlakyStore{Store: brokertest.NewMeta(t).Store()}
+	t.Run("embedded", func(t *testing.T) {
+		flaky := &brokertest.FlakyStore{Store: brokertest.NewMeta(t).Store()}
+		testOutage(t, metastore.New(flaky), func(down bool) { flaky.Down.Store(down) })
+	})
+	for _, kind := range []dynamotest.Fault{dynamotest.Fault500, dynamotest.FaultThrottle} {
+		t.Run(fmt.Sprintf("dynamodb-fault-%d", kind), func(t *testing.T) {
+			faults := &dynamotest.Faults{}
+			store := dynamotest.NewStore(t, dynamotest.StartMinidynWith(t, faults.Wrap), dynamotest.Retries(2))
+			testOutage(t, metastore.New(store), func(down bool) {
+				if down {
+					faults.Fail("", 1<<30, kind)
+				} else {
+					faults.Fail("", 0, kind)
+				}
+			})
+		})
+	}
+}
+
+func testOutage(t *testing.T, meta *metastore.Meta, setDown func(bool)) {
 	lease := metastore.LeaseOptions{Duration: 900 * time.Millisecond, Margin: 200 * time.Millisecond}
-	b := brokertest.Start(t, func(c *broker.Config) { c.Meta = metastore.New(flaky); c.Lease = lease })
+	b := brokertest.Start(t, func(c *broker.Config) { c.Meta = meta; c.Lease = lease })
 	brokertest.CreateTopic(t, b.Addr, "outage", 1, nil)
 	ctx := context.Background()
 	cl := brokertest.Client(t, b.Addr)
 
-	flaky.Down.Store(true)
+	setDown(true)
 	// Control plane: retriable errors.
-	resp, err := kmsg.NewPtrCreateTopicsRequest().RequestWith(ctx, cl) // empty request still answers
-	require.NoError(t, err)
-	require.Empty(t, resp.Topics)
 	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
 	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "during-outage", 1, 1
 	req.Topics = append(req.Topics, rt)
-	resp, err = req.RequestWith(ctx, cl)
+	resp, err := req.RequestWith(ctx, cl)
 	require.NoError(t, err)
 	code := resp.Topics[0].ErrorCode
 	require.True(t, kerr.IsRetriable(kerr.ErrorForCode(code)), "CreateTopics during an outage: %v is not retriable", kerr.ErrorForCode(code))
@@ -117,7 +138,7 @@ func TestMetastoreOutage(t *testing.T) {
 	})
 
 	// The store comes back: the broker renews and takes writes again.
-	flaky.Down.Store(false)
+	setDown(false)
 	waitFor(t, "writes to resume", func() bool {
 		return produceRaw(t, raw, "outage", batch(-1, -1, -1, 1, 10)).ErrorCode == 0
 	})
