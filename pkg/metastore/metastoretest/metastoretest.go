@@ -55,6 +55,7 @@ func Run(t *testing.T, newStore NewStore, opts Options) {
 		{"TopicsAndPartitions", testTopics},
 		{"BrokerRegistration", testBrokers},
 		{"ChangeNotification", testChanges},
+		{"SchemaRegistryRecords", testSchemas},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

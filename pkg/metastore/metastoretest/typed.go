@@ -525,10 +525,101 @@ func testChanges(t *testing.T, s metastore.Store, _ Options) {
 	}
 	before, _ := m.ChangeVersion(c)
 	top.Configs = map[string]string{"a": "b"}
-	if _, err := m.UpdateTopic(c, top, nil); err != nil {
+	if _, err := m.UpdateTopic(c, top, []metastore.PartitionState{{Partition: 0, Leader: 1, ISR: []int32{1, 2}}}); err != nil {
 		t.Fatal(err)
 	}
-	if after, _ := m.ChangeVersion(c); after <= before {
+	after, _ := m.ChangeVersion(c)
+	if after <= before {
 		t.Fatal("a config change did not move the change version")
+	}
+	// An ISR change (leadership changes are the same write) moves it too.
+	ps, err := m.Partitions(c, top.ID)
+	if err != nil || len(ps) != 1 {
+		t.Fatalf("partitions: %+v %v", ps, err)
+	}
+	ps[0].ISR = []int32{1}
+	if _, err := m.UpdatePartition(c, ps[0]); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := m.ChangeVersion(c); again <= after {
+		t.Fatal("an ISR change did not move the change version")
+	}
+}
+
+func testSchemas(t *testing.T, s metastore.Store, _ Options) {
+	m := metastore.New(s)
+	c := ctx(t)
+	const avro = `{"type":"record","name":"Order","fields":[{"name":"id","type":"string"}]}`
+	// Concurrent registrations of one schema share one id.
+	ids := make([]int64, 8)
+	var wg sync.WaitGroup
+	for i := range ids {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			id, err := m.SchemaID(c, "AVRO", avro)
+			if err != nil {
+				t.Error(err)
+			}
+			ids[i] = id
+		}(i)
+	}
+	wg.Wait()
+	for _, id := range ids {
+		if id != ids[0] || id <= 0 {
+			t.Fatalf("one schema got ids %v", ids)
+		}
+	}
+	other, err := m.SchemaID(c, "JSON", avro)
+	if err != nil || other == ids[0] {
+		t.Fatalf("a different type got id %d (%v), the same as %d", other, err, ids[0])
+	}
+	sch, err := m.SchemaByID(c, ids[0])
+	if err != nil || sch.Text != avro || sch.Type != "AVRO" || sch.ID != ids[0] {
+		t.Fatalf("schema by id: %+v %v", sch, err)
+	}
+	_, err = m.SchemaByID(c, 999999)
+	wantErr(t, err, metastore.ErrNotFound)
+
+	// Subject versions: appended under compare-and-set on the latest.
+	v1, err := m.AddSubjectVersion(c, "orders-value", 0, ids[0])
+	if err != nil || v1 != 1 {
+		t.Fatalf("first version %d: %v", v1, err)
+	}
+	_, err = m.AddSubjectVersion(c, "orders-value", 0, other)
+	wantErr(t, err, metastore.ErrConditionFailed)
+	v2, err := m.AddSubjectVersion(c, "orders-value", v1, other)
+	if err != nil || v2 != 2 {
+		t.Fatalf("second version %d: %v", v2, err)
+	}
+	if err := m.MarkVersionDeleted(c, "orders-value", 1); err != nil {
+		t.Fatal(err)
+	}
+	vs, err := m.SubjectVersions(c, "orders-value")
+	if err != nil || len(vs) != 2 || !vs[0].Deleted || vs[1].Deleted || vs[1].ID != other || vs[1].Version != 2 {
+		t.Fatalf("versions: %+v %v", vs, err)
+	}
+
+	// Compatibility levels, global and per subject.
+	if _, ok, err := m.Compatibility(c, ""); ok || err != nil {
+		t.Fatalf("a global level before any was set (%v)", err)
+	}
+	if err := m.SetCompatibility(c, "", "BACKWARD"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetCompatibility(c, "orders-value", "FULL_TRANSITIVE"); err != nil {
+		t.Fatal(err)
+	}
+	if lvl, ok, _ := m.Compatibility(c, ""); !ok || lvl != "BACKWARD" {
+		t.Fatalf("global level %q", lvl)
+	}
+	if lvl, ok, _ := m.Compatibility(c, "orders-value"); !ok || lvl != "FULL_TRANSITIVE" {
+		t.Fatalf("subject level %q", lvl)
+	}
+	if err := m.SetCompatibility(c, "orders-value", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := m.Compatibility(c, "orders-value"); ok {
+		t.Fatal("a removed subject level is still set")
 	}
 }
