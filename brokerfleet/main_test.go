@@ -15,7 +15,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/stratamq/strata/pkg/metastore/dynamo/dynamotest"
 )
 
 var binPath string
@@ -46,7 +49,13 @@ type devProcess struct {
 
 func startDev(t *testing.T, dataDir string) *devProcess {
 	t.Helper()
-	cmd := exec.Command(binPath, "dev", "-listen", "127.0.0.1:0", "-data", dataDir)
+	return startProcess(t, "dev", "-listen", "127.0.0.1:0", "-data", dataDir)
+}
+
+// startProcess runs the brokerfleet binary and waits for its ready line.
+func startProcess(t *testing.T, args ...string) *devProcess {
+	t.Helper()
+	cmd := exec.Command(binPath, args...)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	p := &devProcess{cmd: cmd, stderr: &bytes.Buffer{}, exited: make(chan error, 1)}
@@ -204,4 +213,70 @@ func TestBadFlagsCreateNothing(t *testing.T) {
 	require.Equal(t, 2, code, stderr.String())
 	_, err := os.Stat(dir)
 	require.True(t, os.IsNotExist(err), "a rejected command created %s", dir)
+}
+
+// TestServeOnDynamoDB runs `brokerfleet serve` against DynamoDB (minidyn
+// in this process): topics live in the table, so a second broker process
+// on a fresh data directory sees them, and a restart keeps them.
+func TestServeOnDynamoDB(t *testing.T) {
+	endpoint := dynamotest.StartMinidyn(t)
+	serve := func(dataDir string) *devProcess {
+		return startProcess(t, "serve", "-listen", "127.0.0.1:0", "-data", dataDir,
+			"-metastore", "dynamodb://strata-serve-test", "-aws-endpoint", endpoint, "-create-table",
+			"-auto-create-topics", "-lease", "2s", "-lease-margin", "500ms")
+	}
+	dir := t.TempDir()
+	p := serve(dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm, err := kgo.NewClient(kgo.SeedBrokers(p.addr))
+	require.NoError(t, err)
+	resp, err := kadm.NewClient(adm).CreateTopic(ctx, 4, 1, map[string]*string{"retention.ms": kadm.StringPtr("3600000")}, "in-dynamo")
+	require.NoError(t, err)
+	require.NoError(t, resp.Err)
+	adm.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p.addr), kgo.DefaultProduceTopic("in-dynamo"))
+	require.NoError(t, err)
+	for i := 0; i < 100; i++ {
+		require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Key: []byte(fmt.Sprint(i)), Value: []byte("v")}).FirstErr())
+	}
+	cl.Close()
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, <-p.exited, p.stderr.String())
+
+	// The same table, a new process and data directory: the topic and its
+	// config come from DynamoDB.
+	p2 := serve(t.TempDir())
+	adm2, err := kgo.NewClient(kgo.SeedBrokers(p2.addr))
+	require.NoError(t, err)
+	defer adm2.Close()
+	md, err := kadm.NewClient(adm2).Metadata(ctx, "in-dynamo")
+	require.NoError(t, err)
+	require.Len(t, md.Topics["in-dynamo"].Partitions, 4)
+	rcs, err := kadm.NewClient(adm2).DescribeTopicConfigs(ctx, "in-dynamo")
+	require.NoError(t, err)
+	rc, err := rcs.On("in-dynamo", nil)
+	require.NoError(t, err)
+	found := false
+	for _, c := range rc.Configs {
+		if c.Key == "retention.ms" {
+			found = *c.Value == "3600000"
+		}
+	}
+	require.True(t, found, "the topic's config came from DynamoDB")
+
+	// Back on the first data directory: the records are there too.
+	require.NoError(t, p2.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, <-p2.exited, p2.stderr.String())
+	p3 := serve(dir)
+	cons, err := kgo.NewClient(kgo.SeedBrokers(p3.addr), kgo.ConsumeTopics("in-dynamo"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer cons.Close()
+	got := 0
+	for got < 100 {
+		fs := cons.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "read %d of 100", got)
+		got += fs.NumRecords()
+	}
+	require.Equal(t, 100, got)
 }
