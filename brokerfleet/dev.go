@@ -5,6 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/stratamq/strata/brokerfleet/internal/broker"
@@ -12,9 +15,10 @@ import (
 
 const devHelp = `usage: brokerfleet dev [flags]
 
-Runs a local Strata cluster with nothing else to install: a broker on
-127.0.0.1:9092 with its data and an embedded metastore under --data (kept
-across restarts), topics auto-created on first use. Prints one line containing "ready" and the
+Runs a local Strata cluster with nothing else to install: three brokers
+on 127.0.0.1:9092-9094 (ids 0-2) sharing an embedded metastore, with
+their data under --data (kept across restarts), topics auto-created on
+first use. Prints one line containing "ready" and the
 bootstrap address once it serves; SIGINT or SIGTERM shuts it down cleanly.
 
 flags:
@@ -32,8 +36,20 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fs.PrintDefaults()
 	}
 	brokerFlags(fs, &cfg, &listen, &logLevel)
+	brokers := fs.Int("brokers", 3, "number of brokers; broker i listens on the -listen port + i (all on random ports when it is 0)")
 	if err := parseFlags(fs, args, stderr, false); err != nil {
 		return err
+	}
+	if *brokers < 1 || *brokers > 16 {
+		return usageError{fmt.Errorf("invalid value %d for flag -brokers: want 1 to 16", *brokers)}
+	}
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return usageError{fmt.Errorf("invalid value %q for flag -listen: %v", listen, err)}
+	}
+	basePort, err := strconv.Atoi(port)
+	if err != nil || basePort < 0 || basePort+*brokers > 65536 {
+		return usageError{fmt.Errorf("invalid value %q for flag -listen: bad port", listen)}
 	}
 	logger, err := newLogger(stderr, logLevel)
 	if err != nil {
@@ -50,8 +66,19 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	defer closer.Close()
 	cfg.Meta = meta
-	if err := cfg.Validate(); err != nil {
-		return usageError{err}
+	var specs []brokerSpec
+	for i := 0; i < *brokers; i++ {
+		c := cfg
+		c.NodeID = int32(i)
+		c.DataDir = filepath.Join(cfg.DataDir, fmt.Sprintf("broker-%d", i))
+		p := 0
+		if basePort != 0 {
+			p = basePort + i
+		}
+		if err := c.Validate(); err != nil {
+			return usageError{err}
+		}
+		specs = append(specs, brokerSpec{cfg: c, listen: net.JoinHostPort(host, strconv.Itoa(p))})
 	}
-	return serveBrokers(ctx, stdout, logger, []brokerSpec{{cfg: cfg, listen: listen}})
+	return serveBrokers(ctx, stdout, logger, specs)
 }

@@ -42,7 +42,8 @@ func TestMain(m *testing.M) {
 // devProcess is a running `brokerfleet dev`.
 type devProcess struct {
 	cmd    *exec.Cmd
-	addr   string
+	addr   string   // the first bootstrap address
+	addrs  []string // every broker's address
 	stderr *bytes.Buffer
 	exited chan error
 }
@@ -77,7 +78,8 @@ func startProcess(t *testing.T, args ...string) *devProcess {
 	case l := <-lines:
 		require.Contains(t, l, "ready")
 		i := strings.LastIndex(l, " ")
-		p.addr = l[i+1:]
+		p.addrs = strings.Split(l[i+1:], ",")
+		p.addr = p.addrs[0]
 	case err := <-p.exited:
 		t.Fatalf("dev exited before ready: %v\n%s", err, p.stderr)
 	case <-time.After(30 * time.Second):

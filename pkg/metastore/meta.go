@@ -73,6 +73,11 @@ func (m *Meta) bump(ctx context.Context) error {
 	return nil
 }
 
+// NotifyChange moves the change counter without another change, for
+// events watchers should see that are not metadata writes (a broker
+// registering or shutting down).
+func (m *Meta) NotifyChange(ctx context.Context) error { return m.bump(ctx) }
+
 // ChangeVersion returns the metadata change counter: it grows whenever
 // topics, configs or partition state change. Polling it is one strongly
 // consistent read, whatever the number of topics and partitions.

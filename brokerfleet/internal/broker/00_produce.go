@@ -102,9 +102,9 @@ func (b *Broker) produceOne(req *kmsg.ProduceRequest, topicName string, idx int3
 	case req.TransactionID != nil:
 		return nil, partition.AppendResult{}, coded(kerr.InvalidRequest, "transactions are not supported")
 	}
-	p := b.lookupPartition(topicName, idx)
-	if p == nil {
-		return nil, partition.AppendResult{}, coded(kerr.UnknownTopicOrPartition, "unknown topic or partition %s-%d", topicName, idx)
+	p, code := b.leaderPartition(topicName, idx)
+	if code != 0 {
+		return nil, partition.AppendResult{}, &codedError{code: code, msg: fmt.Sprintf("%s-%d: %s", topicName, idx, kerr.ErrorForCode(code))}
 	}
 	if !b.leaseValid() {
 		// Without a lease it can prove, this broker must not accept writes:

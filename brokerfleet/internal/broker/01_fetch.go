@@ -63,7 +63,7 @@ func (b *Broker) fetchPartitions(req *kmsg.FetchRequest) []*partition.Partition 
 	var out []*partition.Partition
 	for _, rt := range req.Topics {
 		for _, rp := range rt.Partitions {
-			if p := b.lookupPartition(rt.Topic, rp.Partition); p != nil {
+			if p, _ := b.leaderPartition(rt.Topic, rp.Partition); p != nil {
 				out = append(out, p)
 			}
 		}
@@ -90,10 +90,10 @@ func (b *Broker) readFetch(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bo
 			sp.Partition = rp.Partition
 			// Empty, not null: librdkafka rejects a null record set.
 			sp.RecordBatches = []byte{}
-			p := b.lookupPartition(rt.Topic, rp.Partition)
+			p, code := b.leaderPartition(rt.Topic, rp.Partition)
 			switch {
 			case p == nil:
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				sp.ErrorCode = code
 				stop = true
 			case rp.CurrentLeaderEpoch > p.LeaderEpoch():
 				sp.ErrorCode = kerr.UnknownLeaderEpoch.Code

@@ -35,10 +35,10 @@ func (b *Broker) handleListOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 }
 
 func (b *Broker) listOffset(topicName string, rp kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) {
-	p := b.lookupPartition(topicName, rp.Partition)
+	p, code := b.leaderPartition(topicName, rp.Partition)
 	switch {
 	case p == nil:
-		sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		sp.ErrorCode = code
 		return
 	case rp.CurrentLeaderEpoch > p.LeaderEpoch():
 		sp.ErrorCode = kerr.UnknownLeaderEpoch.Code

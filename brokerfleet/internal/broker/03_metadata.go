@@ -7,6 +7,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -17,13 +18,20 @@ import (
 
 func (b *Broker) handleMetadata(req *kmsg.MetadataRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	host, port := b.Addr()
-	br := kmsg.NewMetadataResponseBroker()
-	br.NodeID, br.Host, br.Port = b.cfg.NodeID, host, port
-	if b.cfg.Rack != "" {
-		br.Rack = &b.cfg.Rack
+	live := map[int32]bool{}
+	for _, cb := range b.clusterBrokers() {
+		host, port, err := splitHostPort(cb.Endpoint)
+		if err != nil {
+			continue // a registration without a usable address is not advertised
+		}
+		live[cb.ID] = true
+		br := kmsg.NewMetadataResponseBroker()
+		br.NodeID, br.Host, br.Port = cb.ID, host, port
+		if cb.Rack != "" {
+			br.Rack = kmsg.StringPtr(cb.Rack)
+		}
+		resp.Brokers = append(resp.Brokers, br)
 	}
-	resp.Brokers = []kmsg.MetadataResponseBroker{br}
 	resp.ClusterID = &b.cfg.ClusterID
 	resp.ControllerID = b.cfg.NodeID
 
@@ -36,7 +44,7 @@ func (b *Broker) handleMetadata(req *kmsg.MetadataRequest) kmsg.Response {
 		}
 		b.mu.RUnlock()
 		for _, ts := range states {
-			resp.Topics = append(resp.Topics, b.topicMetadata(ts))
+			resp.Topics = append(resp.Topics, topicMetadata(ts, live))
 		}
 		return resp
 	}
@@ -86,23 +94,35 @@ func (b *Broker) handleMetadata(req *kmsg.MetadataRequest) kmsg.Response {
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		resp.Topics = append(resp.Topics, b.topicMetadata(ts))
+		resp.Topics = append(resp.Topics, topicMetadata(ts, live))
 	}
 	return resp
 }
 
-func (b *Broker) topicMetadata(ts *topicState) kmsg.MetadataResponseTopic {
+// topicMetadata describes a topic's partitions: leader, epoch, replicas,
+// ISR, and the replicas on brokers that are not live. A partition whose
+// leader is not live answers LEADER_NOT_AVAILABLE, so clients retry.
+func topicMetadata(ts *topicState, live map[int32]bool) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := ts.meta.Name
 	mt.Topic = &name
 	mt.TopicID = ts.meta.ID
-	for _, p := range ts.parts {
+	for i, st := range ts.states {
 		mp := kmsg.NewMetadataResponseTopicPartition()
-		mp.Partition = p.Index()
-		mp.Leader = b.cfg.NodeID
-		mp.LeaderEpoch = p.LeaderEpoch()
-		mp.Replicas = []int32{b.cfg.NodeID}
-		mp.ISR = []int32{b.cfg.NodeID}
+		mp.Partition = int32(i)
+		mp.Leader = st.Leader
+		mp.LeaderEpoch = st.LeaderEpoch
+		mp.Replicas = slices.Clone(st.Replicas)
+		mp.ISR = slices.Clone(st.ISR)
+		for _, r := range st.Replicas {
+			if !live[r] {
+				mp.OfflineReplicas = append(mp.OfflineReplicas, r)
+			}
+		}
+		if !live[st.Leader] {
+			mp.Leader = -1
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+		}
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt

@@ -4,7 +4,6 @@ package broker
 // high watermark.
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -16,8 +15,8 @@ func (b *Broker) handleDeleteRecords(req *kmsg.DeleteRecordsRequest) kmsg.Respon
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
-			if p := b.lookupPartition(rt.Topic, rp.Partition); p == nil {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			if p, code := b.leaderPartition(rt.Topic, rp.Partition); p == nil {
+				sp.ErrorCode = code
 			} else if low, err := p.DeleteRecords(rp.Offset); err != nil {
 				sp.ErrorCode = errorCode(err)
 			} else {

@@ -14,13 +14,18 @@ func (b *Broker) handleDescribeCluster(req *kmsg.DescribeClusterRequest) kmsg.Re
 		resp.ErrorCode = kerr.UnsupportedEndpointType.Code
 		return resp
 	}
-	host, port := b.Addr()
-	br := kmsg.NewDescribeClusterResponseBroker()
-	br.NodeID, br.Host, br.Port = b.cfg.NodeID, host, port
-	if b.cfg.Rack != "" {
-		br.Rack = &b.cfg.Rack
+	for _, cb := range b.clusterBrokers() {
+		host, port, err := splitHostPort(cb.Endpoint)
+		if err != nil {
+			continue
+		}
+		br := kmsg.NewDescribeClusterResponseBroker()
+		br.NodeID, br.Host, br.Port = cb.ID, host, port
+		if cb.Rack != "" {
+			br.Rack = kmsg.StringPtr(cb.Rack)
+		}
+		resp.Brokers = append(resp.Brokers, br)
 	}
-	resp.Brokers = []kmsg.DescribeClusterResponseBroker{br}
 	resp.ClusterID = b.cfg.ClusterID
 	resp.ControllerID = b.cfg.NodeID
 	return resp

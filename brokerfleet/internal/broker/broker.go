@@ -9,9 +9,12 @@ import (
 	"log/slog"
 	"net"
 	"path"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
@@ -38,6 +41,7 @@ type Broker struct {
 	mu      sync.RWMutex // guards topics and byID; topicState values are immutable
 	topics  map[string]*topicState
 	byID    map[metastore.TopicID]*topicState
+	peers   map[int32]metastore.Broker // live registrations, from the last reconcile
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -58,9 +62,10 @@ const metaTimeout = 10 * time.Second
 
 // topicState is immutable once published; changes swap in a new value.
 type topicState struct {
-	meta  metastore.Topic
-	cfg   topic.Config
-	parts []*partition.Partition
+	meta   metastore.Topic
+	cfg    topic.Config
+	states []metastore.PartitionState // by partition, from the metastore
+	parts  []*partition.Partition     // by partition; nil where no replica is here
 }
 
 // New opens the broker: it loads the topics from the metastore, opens (and
@@ -90,7 +95,7 @@ func New(cfg Config) (*Broker, error) {
 	b := &Broker{
 		cfg: cfg, fs: cfg.FS, log: cfg.Logger.With("broker", cfg.NodeID), now: cfg.Now,
 		defaults: defaults, meta: cfg.Meta, pids: &pidAllocator{meta: cfg.Meta},
-		topics: map[string]*topicState{}, byID: map[metastore.TopicID]*topicState{},
+		topics: map[string]*topicState{}, byID: map[metastore.TopicID]*topicState{}, peers: map[int32]metastore.Broker{},
 		ctx: ctx, cancel: cancel,
 		lns: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{},
 	}
@@ -109,8 +114,10 @@ func New(cfg Config) (*Broker, error) {
 	// Register now, so a fresh broker serves produce at once; a restarted
 	// one keeps trying in heartbeat until its previous lease runs out.
 	tctx, tcancel := context.WithTimeout(ctx, cfg.Lease.Duration/3)
-	if _, err := b.lease.Tick(tctx); err != nil {
+	if st, err := b.lease.Tick(tctx); err != nil {
 		b.log.Warn("first broker heartbeat failed", "err", err)
+	} else if st.Held {
+		b.announce()
 	}
 	tcancel()
 	b.wg.Add(3)
@@ -130,19 +137,30 @@ func (b *Broker) partitionDir(t metastore.Topic, p int32) string {
 	return path.Join(b.cfg.DataDir, "logs", t.Name+"-"+t.ID.String(), strconv.Itoa(int(p)))
 }
 
-func (b *Broker) openTopic(t metastore.Topic, cfg topic.Config) (*topicState, error) {
-	ts := &topicState{meta: t, cfg: cfg}
-	for i := int32(0); i < t.Partitions; i++ {
-		p, err := b.openPartition(t, i, cfg)
+func (b *Broker) openTopic(t metastore.Topic, cfg topic.Config, states []metastore.PartitionState) (*topicState, error) {
+	ts := &topicState{meta: t, cfg: cfg, states: states, parts: make([]*partition.Partition, len(states))}
+	for i, st := range states {
+		if !b.hosts(st) {
+			continue
+		}
+		p, err := b.openPartition(t, int32(i), cfg)
 		if err != nil {
 			for _, p := range ts.parts {
-				p.Close()
+				if p != nil {
+					p.Close()
+				}
 			}
 			return nil, err
 		}
-		ts.parts = append(ts.parts, p)
+		p.SetLeaderEpoch(st.LeaderEpoch)
+		ts.parts[i] = p
 	}
 	return ts, nil
+}
+
+// hosts reports whether this broker has a replica of the partition.
+func (b *Broker) hosts(st metastore.PartitionState) bool {
+	return slices.Contains(st.Replicas, b.cfg.NodeID)
 }
 
 func (b *Broker) openPartition(t metastore.Topic, i int32, cfg topic.Config) (*partition.Partition, error) {
@@ -261,6 +279,8 @@ func (b *Broker) heartbeat() {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			if err := b.lease.Release(ctx); err != nil {
 				b.log.Warn("release broker lease", "err", err)
+			} else if err := b.meta.NotifyChange(ctx); err != nil {
+				b.log.Warn("announce shutdown", "err", err)
 			}
 			cancel()
 			return
@@ -274,6 +294,7 @@ func (b *Broker) heartbeat() {
 			b.log.Warn("broker heartbeat failed", "err", err)
 		case st.Held && !held:
 			b.log.Info("broker registered", "epoch", st.Epoch, "incarnation", b.cfg.Incarnation)
+			b.announce()
 		case !st.Held && held:
 			b.log.Warn("broker registration lost", "holder", st.Holder)
 		case !st.Held && err == nil:
@@ -281,6 +302,16 @@ func (b *Broker) heartbeat() {
 		}
 		held = st.Held
 		t.Reset(interval)
+	}
+}
+
+// announce tells the other brokers (through the change counter) that this
+// broker's registration changed, so their Metadata answers list it.
+func (b *Broker) announce() {
+	ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)
+	defer cancel()
+	if err := b.meta.NotifyChange(ctx); err != nil {
+		b.log.Warn("announce registration", "err", err)
 	}
 }
 
@@ -312,6 +343,9 @@ func (b *Broker) closePartitions() error {
 	var errs []error
 	for _, ts := range b.topics {
 		for _, p := range ts.parts {
+			if p == nil {
+				continue
+			}
 			if err := p.Close(); err != nil {
 				errs = append(errs, err)
 			}
@@ -350,7 +384,11 @@ func (b *Broker) allPartitions() []*partition.Partition {
 	defer b.mu.RUnlock()
 	var out []*partition.Partition
 	for _, ts := range b.topics {
-		out = append(out, ts.parts...)
+		for _, p := range ts.parts {
+			if p != nil {
+				out = append(out, p)
+			}
+		}
 	}
 	return out
 }
@@ -362,13 +400,38 @@ func (b *Broker) lookup(name string) *topicState {
 	return b.topics[name]
 }
 
-// lookupPartition returns the partition or nil.
-func (b *Broker) lookupPartition(name string, idx int32) *partition.Partition {
+// leaderPartition returns the partition if this broker leads it, or the
+// Kafka error to answer: UNKNOWN_TOPIC_OR_PARTITION for a partition that
+// does not exist, NOT_LEADER_OR_FOLLOWER for one led elsewhere (the client
+// refreshes its metadata and goes there).
+func (b *Broker) leaderPartition(name string, idx int32) (*partition.Partition, int16) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	ts := b.topics[name]
-	if ts == nil || idx < 0 || int(idx) >= len(ts.parts) {
-		return nil
+	if ts == nil || idx < 0 || int(idx) >= len(ts.states) {
+		return nil, kerr.UnknownTopicOrPartition.Code
 	}
-	return ts.parts[idx]
+	if ts.states[idx].Leader != b.cfg.NodeID || ts.parts[idx] == nil {
+		return nil, kerr.NotLeaderForPartition.Code
+	}
+	return ts.parts[idx], 0
+}
+
+// clusterBrokers returns the live brokers with their addresses, this one
+// included (with its listener's address, even before its registration is
+// visible), sorted by id.
+func (b *Broker) clusterBrokers() []metastore.Broker {
+	host, port := b.Addr()
+	self := metastore.Broker{ID: b.cfg.NodeID, Endpoint: net.JoinHostPort(host, strconv.Itoa(int(port))), Rack: b.cfg.Rack, Live: true}
+	b.mu.RLock()
+	out := make([]metastore.Broker, 0, len(b.peers)+1)
+	out = append(out, self)
+	for id, br := range b.peers {
+		if id != b.cfg.NodeID {
+			out = append(out, br)
+		}
+	}
+	b.mu.RUnlock()
+	slices.SortFunc(out, func(x, y metastore.Broker) int { return int(x.ID) - int(y.ID) })
+	return out
 }

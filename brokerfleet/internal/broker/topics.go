@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
@@ -45,7 +46,7 @@ func (b *Broker) createTopic(ctx context.Context, name string, partitions int32,
 		rf = 1
 	}
 	if rf != 1 {
-		return nil, fmt.Errorf("%w: %d; this cluster has 1 broker", errInvalidReplication, rf)
+		return nil, fmt.Errorf("%w: %d; replication is not available yet, only 1 is supported", errInvalidReplication, rf)
 	}
 	cfg, err := b.defaults.Resolve(configs)
 	if err != nil {
@@ -61,7 +62,11 @@ func (b *Broker) createTopic(ctx context.Context, name string, partitions int32,
 		}
 		return &topicState{meta: t, cfg: cfg}, nil
 	}
-	if _, err := b.meta.CreateTopic(ctx, t, b.initialStates(0, partitions)); err != nil {
+	states, err := b.place(ctx, 0, partitions, rf)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := b.meta.CreateTopic(ctx, t, states); err != nil {
 		if errors.Is(err, metastore.ErrConditionFailed) {
 			return nil, fmt.Errorf("create topic %q: %w", name, errTopicExists)
 		}
@@ -78,13 +83,55 @@ func (b *Broker) createTopic(ctx context.Context, name string, partitions int32,
 	return ts, nil
 }
 
-// initialStates are the partition states of new partitions [from, to): on
-// a single broker it leads them all, at leader epoch 0.
-func (b *Broker) initialStates(from, to int32) []metastore.PartitionState {
+// place assigns replicas to new partitions [from, to) over the live
+// brokers: racks interleaved so a partition's replicas span racks, and
+// successive partitions start on successive brokers so leadership spreads.
+// The first replica leads, at leader epoch 0.
+func (b *Broker) place(ctx context.Context, from, to int32, rf int16) ([]metastore.PartitionState, error) {
+	all, err := b.meta.Brokers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var live []metastore.Broker
+	for _, br := range all {
+		if br.Live {
+			live = append(live, br)
+		}
+	}
+	if int(rf) > len(live) {
+		return nil, fmt.Errorf("%w: %d replicas but %d live brokers", errInvalidReplication, rf, len(live))
+	}
+	order := interleaveRacks(live)
 	out := make([]metastore.PartitionState, 0, to-from)
 	for p := from; p < to; p++ {
-		id := b.cfg.NodeID
-		out = append(out, metastore.PartitionState{Partition: p, Replicas: []int32{id}, Leader: id, ISR: []int32{id}})
+		replicas := make([]int32, rf)
+		for r := range replicas {
+			replicas[r] = order[(int(p)+r)%len(order)].ID
+		}
+		out = append(out, metastore.PartitionState{Partition: p, Replicas: replicas, Leader: replicas[0], ISR: slices.Clone(replicas)})
+	}
+	return out, nil
+}
+
+// interleaveRacks orders brokers so that consecutive ones are in different
+// racks where possible: rack A's first, rack B's first, ..., rack A's second.
+func interleaveRacks(brokers []metastore.Broker) []metastore.Broker {
+	byRack := map[string][]metastore.Broker{}
+	var racks []string
+	for _, br := range brokers {
+		if _, ok := byRack[br.Rack]; !ok {
+			racks = append(racks, br.Rack)
+		}
+		byRack[br.Rack] = append(byRack[br.Rack], br)
+	}
+	slices.Sort(racks)
+	var out []metastore.Broker
+	for i := 0; len(out) < len(brokers); i++ {
+		for _, r := range racks {
+			if i < len(byRack[r]) {
+				out = append(out, byRack[r][i])
+			}
+		}
 	}
 	return out
 }
@@ -158,9 +205,12 @@ func (b *Broker) createPartitions(ctx context.Context, name string, count int32,
 		if count > maxPartitionsPerTopic {
 			return nil, fmt.Errorf("%w: %d partitions; at most %d per topic", errInvalidPartitions, count, maxPartitionsPerTopic)
 		}
-		have := t.Partitions
+		states, err := b.place(ctx, t.Partitions, count, t.ReplicationFactor)
+		if err != nil {
+			return nil, err
+		}
 		t.Partitions = count
-		return b.initialStates(have, count), nil
+		return states, nil
 	}, validateOnly)
 }
 
@@ -182,29 +232,40 @@ func (b *Broker) setTopicConfigs(ctx context.Context, name string, edit func(map
 	}, validateOnly)
 }
 
-// reconcile makes the local topics match the metastore: it opens the
-// partitions of new topics, grows and reconfigures changed ones and removes
-// the logs of deleted ones. Only topics this broker loaded from the
-// metastore are ever removed, so a lost or empty metastore never deletes
-// local data (stray directories are only reported).
+// reconcile makes the local state match the metastore: the live brokers,
+// and for every topic its partition states, opening the partitions this
+// broker has replicas of, closing those moved away, and removing the logs
+// of deleted topics. Only topics this broker loaded from the metastore are
+// ever removed, so a lost or empty metastore never deletes local data.
 func (b *Broker) reconcile(ctx context.Context) error {
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
+	brokers, err := b.meta.Brokers(ctx)
+	if err != nil {
+		return err
+	}
 	list, err := b.meta.Topics(ctx)
 	if err != nil {
 		return err
 	}
-	want := make(map[string]metastore.Topic, len(list))
-	for _, t := range list {
-		want[t.Name] = t
+	peers := make(map[int32]metastore.Broker, len(brokers))
+	for _, br := range brokers {
+		if br.Live {
+			peers[br.ID] = br
+		}
 	}
-	b.mu.RLock()
+	b.mu.Lock()
+	b.peers = peers
 	have := make(map[string]*topicState, len(b.topics))
 	for n, ts := range b.topics {
 		have[n] = ts
 	}
-	b.mu.RUnlock()
+	b.mu.Unlock()
 
+	want := make(map[string]metastore.Topic, len(list))
+	for _, t := range list {
+		want[t.Name] = t
+	}
 	var errs []error
 	for name, ts := range have {
 		if t, ok := want[name]; !ok || t.ID != ts.meta.ID {
@@ -212,8 +273,9 @@ func (b *Broker) reconcile(ctx context.Context) error {
 		}
 	}
 	for _, t := range list {
-		cur := have[t.Name]
-		if cur != nil && cur.meta.ID == t.ID && cur.meta.Version == t.Version {
+		states, err := b.partitionStates(ctx, t)
+		if err != nil {
+			errs = append(errs, err)
 			continue
 		}
 		cfg, err := b.defaults.Resolve(t.Configs)
@@ -221,8 +283,9 @@ func (b *Broker) reconcile(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("topic %q: %w", t.Name, err))
 			continue
 		}
+		cur := have[t.Name]
 		if cur == nil || cur.meta.ID != t.ID {
-			ts, err := b.openTopic(t, cfg)
+			ts, err := b.openTopic(t, cfg, states)
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -230,23 +293,54 @@ func (b *Broker) reconcile(ctx context.Context) error {
 			b.swapTopic(ts)
 			continue
 		}
-		next := &topicState{meta: t, cfg: cfg, parts: append([]*partition.Partition(nil), cur.parts...)}
-		for i := int32(len(next.parts)); i < t.Partitions; i++ {
-			p, err := b.openPartition(t, i, cfg)
-			if err != nil {
-				errs = append(errs, err)
-				break
+		next := &topicState{meta: t, cfg: cfg, states: states, parts: make([]*partition.Partition, len(states))}
+		copy(next.parts, cur.parts)
+		for i, st := range states {
+			p := next.parts[i]
+			switch {
+			case p == nil && b.hosts(st):
+				if p, err = b.openPartition(t, int32(i), cfg); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				next.parts[i] = p
+			case p != nil && !b.hosts(st):
+				// Moved away: the log is no longer this broker's to keep.
+				if err := p.Remove(); err != nil {
+					b.log.Warn("remove moved partition", "topic", t.Name, "partition", i, "err", err)
+				}
+				next.parts[i] = nil
+				continue
+			case p == nil:
+				continue
 			}
-			next.parts = append(next.parts, p)
-		}
-		if cfg != cur.cfg {
-			for _, p := range next.parts {
+			p.SetLeaderEpoch(st.LeaderEpoch)
+			if cfg != cur.cfg {
 				p.SetConfig(cfg)
 			}
 		}
 		b.swapTopic(next)
 	}
 	return errors.Join(errs...)
+}
+
+// partitionStates reads a topic's partition states, one per partition
+// (a state missing in the metastore reads as leaderless).
+func (b *Broker) partitionStates(ctx context.Context, t metastore.Topic) ([]metastore.PartitionState, error) {
+	stored, err := b.meta.Partitions(ctx, t.ID)
+	if err != nil {
+		return nil, err
+	}
+	states := make([]metastore.PartitionState, t.Partitions)
+	for i := range states {
+		states[i] = metastore.PartitionState{Topic: t.ID, Partition: int32(i), Leader: -1}
+	}
+	for _, st := range stored {
+		if st.Partition >= 0 && st.Partition < t.Partitions {
+			states[st.Partition] = st
+		}
+	}
+	return states, nil
 }
 
 // removeTopic unpublishes a topic and deletes its logs.
@@ -258,6 +352,9 @@ func (b *Broker) removeTopic(ts *topicState) {
 	delete(b.byID, ts.meta.ID)
 	b.mu.Unlock()
 	for _, p := range ts.parts {
+		if p == nil {
+			continue
+		}
 		if err := p.Remove(); err != nil {
 			b.log.Warn("remove partition log", "topic", ts.meta.Name, "partition", p.Index(), "err", err)
 		}

@@ -37,8 +37,9 @@ type Partition struct {
 	producers producers
 	closed    bool
 
-	hwm      atomic.Int64
-	logStart atomic.Int64
+	hwm         atomic.Int64
+	logStart    atomic.Int64
+	leaderEpoch atomic.Int32
 
 	watchMu  sync.Mutex
 	watchers map[chan struct{}]struct{}
@@ -114,9 +115,12 @@ func (p *Partition) LogStartOffset() int64 { return p.logStart.Load() }
 // LogEndOffset is the offset the next appended record will get.
 func (p *Partition) LogEndOffset() int64 { return p.log.NextOffset() }
 
-// LeaderEpoch is the epoch stamped into appended batches. A single broker
-// is always the leader of epoch 0; replication brings epochs that change.
-func (p *Partition) LeaderEpoch() int32 { return 0 }
+// LeaderEpoch is the leader epoch from the partition's control-plane
+// state, stamped into every appended batch.
+func (p *Partition) LeaderEpoch() int32 { return p.leaderEpoch.Load() }
+
+// SetLeaderEpoch records the partition's current leader epoch.
+func (p *Partition) SetLeaderEpoch(e int32) { p.leaderEpoch.Store(e) }
 
 // AppendResult describes an appended (or deduplicated) batch.
 type AppendResult struct {
