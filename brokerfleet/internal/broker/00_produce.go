@@ -132,6 +132,11 @@ func (b *Broker) produceOne(req *kmsg.ProduceRequest, topicName string, idx int3
 	case h.NumRecords <= 0 || int64(h.NumRecords) != int64(h.LastOffsetDelta)+1:
 		return nil, partition.AppendResult{}, coded(kerr.InvalidRecord, "record batch holds %d records but its last offset delta is %d", h.NumRecords, h.LastOffsetDelta)
 	}
+	if req.Acks == -1 {
+		if isr := p.ISR(); int32(len(isr)) < cfg.MinInsyncReplicas {
+			return nil, partition.AppendResult{}, coded(kerr.NotEnoughReplicas, "%s-%d: %d in-sync replicas, min.insync.replicas=%d", topicName, idx, len(isr), cfg.MinInsyncReplicas)
+		}
+	}
 	res, err := p.Append(records, h)
 	if err != nil {
 		return nil, partition.AppendResult{}, err

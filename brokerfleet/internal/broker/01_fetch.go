@@ -1,6 +1,9 @@
 package broker
 
-// Fetch, versions 4-12. v4 adds isolation level and the last stable offset;
+// Fetch, versions 4-12. A fetch with a replica id (>= 0) is a follower
+// pulling from its leader: it reads past the high watermark, and its fetch
+// offset records how far it has replicated. v4 adds isolation level and the
+// last stable offset;
 // v5 the log start offset; v7 fetch sessions (we never create one: the
 // session id answered is 0, so clients send full requests); v9 the current
 // leader epoch; v11 rack and preferred read replica; v12 is flexible and
@@ -35,10 +38,16 @@ func (b *Broker) handleFetch(cc *clientConn, req *kmsg.FetchRequest) func() kmsg
 		if n >= int(req.MinBytes) || stop || wait <= 0 {
 			return resp
 		}
-		// Register before re-reading so no high watermark move is missed.
+		// Register before re-reading so no move is missed. Followers wait
+		// for appends (they read uncommitted data), consumers for the high
+		// watermark.
 		wake := make(chan struct{}, 1)
 		for _, p := range b.fetchPartitions(req) {
-			defer p.Watch(wake)()
+			if req.ReplicaID >= 0 {
+				defer p.WatchAppends(wake)()
+			} else {
+				defer p.Watch(wake)()
+			}
 		}
 		timer := time.NewTimer(time.Until(deadline))
 		defer timer.Stop()
@@ -109,7 +118,17 @@ func (b *Broker) readFetch(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bo
 				if limit <= 0 && total > 0 {
 					break
 				}
-				data, err := p.Read(nil, rp.FetchOffset, max(limit, 0), total == 0)
+				var data []byte
+				var err error
+				if req.ReplicaID >= 0 {
+					// A follower: its fetch offset is its log end, which may
+					// move the high watermark; it reads uncommitted data.
+					p.ReplicaFetched(req.ReplicaID, rp.FetchOffset)
+					sp.HighWatermark = p.HighWatermark()
+					data, err = p.ReadUncommitted(nil, rp.FetchOffset, max(limit, 0))
+				} else {
+					data, err = p.Read(nil, rp.FetchOffset, max(limit, 0), total == 0)
+				}
 				if err != nil {
 					sp.ErrorCode = errorCode(err)
 					if !errors.Is(err, partition.ErrClosed) {

@@ -77,14 +77,15 @@ func batch(pid int64, epoch int16, seq int32, n int, valueSize int) []byte {
 
 func produceRaw(t *testing.T, cl *kgo.Client, topicName string, records []byte) kmsg.ProduceResponseTopicPartition {
 	t.Helper()
-	return produceRawTo(t, cl, topicName, 0, -1, records)
+	return produceRawTo(t, cl, topicName, 0, records)
 }
 
-// produceRawTo sends one hand-made batch to a partition with the given acks.
-func produceRawTo(t *testing.T, cl *kgo.Client, topicName string, partition int32, acks int16, records []byte) kmsg.ProduceResponseTopicPartition {
+// produceRawTo sends one hand-made batch to a partition. kgo sends a raw
+// Produce with the acks its client is configured with (default all).
+func produceRawTo(t *testing.T, cl *kgo.Client, topicName string, partition int32, records []byte) kmsg.ProduceResponseTopicPartition {
 	t.Helper()
 	req := kmsg.NewPtrProduceRequest()
-	req.Acks, req.TimeoutMillis = acks, 5000
+	req.Acks, req.TimeoutMillis = -1, 5000
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = topicName
 	rp := kmsg.NewProduceRequestTopicPartition()
@@ -179,7 +180,7 @@ func TestProduceRejectsBadBatches(t *testing.T) {
 	require.Equal(t, kerr.CorruptMessage.Code, produceRaw(t, cl, "strict", batch(-1, -1, -1, 3, 10)[:40]).ErrorCode)
 	two := append(batch(-1, -1, -1, 1, 10), batch(-1, -1, -1, 1, 10)...)
 	require.Equal(t, kerr.InvalidRecord.Code, produceRaw(t, cl, "strict", two).ErrorCode)
-	require.Equal(t, kerr.UnknownTopicOrPartition.Code, produceRaw(t, cl, "no-such-topic-here", batch(-1, -1, -1, 1, 10)).ErrorCode)
+	require.Equal(t, kerr.UnknownTopicOrPartition.Code, produceOnConn(t, b.Addr, "no-such-topic-here", 0, batch(-1, -1, -1, 1, 10)).ErrorCode, "the broker itself answers")
 	require.Equal(t, int64(0), hwm(), "nothing was stored")
 
 	ok := produceRaw(t, cl, "strict", batch(-1, -1, -1, 3, 10))

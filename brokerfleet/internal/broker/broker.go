@@ -33,6 +33,7 @@ type Broker struct {
 	meta     *metastore.Meta
 	pids     *pidAllocator
 	lease    *metastore.Lease // this incarnation's registration and heartbeat
+	repl     replicator
 
 	host string
 	port int32
@@ -99,6 +100,7 @@ func New(cfg Config) (*Broker, error) {
 		ctx: ctx, cancel: cancel,
 		lns: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{},
 	}
+	b.repl.b = b
 	b.lease, err = cfg.Meta.BrokerLease(metastore.Broker{
 		ID: cfg.NodeID, Endpoint: cfg.Advertise, Rack: cfg.Rack, Incarnation: cfg.Incarnation,
 	}, cfg.Lease)
@@ -120,10 +122,11 @@ func New(cfg Config) (*Broker, error) {
 		b.announce()
 	}
 	tcancel()
-	b.wg.Add(3)
+	b.wg.Add(4)
 	go b.maintain()
 	go b.watch()
 	go b.heartbeat()
+	go b.maintainISR()
 	return b, nil
 }
 
@@ -152,10 +155,16 @@ func (b *Broker) openTopic(t metastore.Topic, cfg topic.Config, states []metasto
 			}
 			return nil, err
 		}
-		p.SetLeaderEpoch(st.LeaderEpoch)
+		b.applyState(p, st)
 		ts.parts[i] = p
 	}
 	return ts, nil
+}
+
+// applyState gives a local partition its control-plane role.
+func (b *Broker) applyState(p *partition.Partition, st metastore.PartitionState) {
+	p.SetLeaderEpoch(st.LeaderEpoch)
+	p.SetReplication(b.cfg.NodeID, st.Leader == b.cfg.NodeID, st.Replicas, st.ISR)
 }
 
 // hosts reports whether this broker has a replica of the partition.
@@ -261,6 +270,7 @@ func (b *Broker) Close() error {
 	b.connMu.Unlock()
 	b.cancel()
 	b.wg.Wait()
+	b.repl.stop()
 	return b.closePartitions()
 }
 

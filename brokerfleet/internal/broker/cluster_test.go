@@ -25,11 +25,8 @@ func startCluster(t *testing.T, n int) []*brokertest.Broker {
 	}
 	// Every broker sees every registration.
 	for _, b := range out {
-		cl := brokertest.Client(t, b.Addr)
 		waitFor(t, "all brokers registered", func() bool {
-			resp, err := kmsg.NewPtrMetadataRequest().RequestWith(context.Background(), cl)
-			require.NoError(t, err)
-			return len(resp.Brokers) == n
+			return len(metadataOnConn(t, b.Addr).Brokers) == n
 		})
 	}
 	return out
@@ -38,21 +35,22 @@ func startCluster(t *testing.T, n int) []*brokertest.Broker {
 func TestPartitionsSpreadOverBrokers(t *testing.T) {
 	brokers := startCluster(t, 3)
 	brokertest.CreateTopic(t, brokers[1].Addr, "spread", 6, nil)
-	ctx := context.Background()
 
-	// Ask another broker, once it has applied the change.
+	// Every broker applies the change (asked one by one on raw
+	// connections: a client would pick any broker); take broker 2's view.
 	var mt kmsg.MetadataResponseTopic
-	cl2 := brokertest.Client(t, brokers[2].Addr)
-	waitFor(t, "the topic on another broker", func() bool {
-		resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl2)
-		require.NoError(t, err)
-		for _, tp := range resp.Topics {
-			if *tp.Topic == "spread" {
-				mt = tp
+	for _, b := range brokers {
+		waitFor(t, "the topic on every broker", func() bool {
+			resp := metadataOnConn(t, b.Addr)
+			mt = kmsg.MetadataResponseTopic{}
+			for _, tp := range resp.Topics {
+				if *tp.Topic == "spread" {
+					mt = tp
+				}
 			}
-		}
-		return len(mt.Partitions) == 6
-	})
+			return len(mt.Partitions) == 6
+		})
+	}
 	leaders := map[int32]int{}
 	for _, p := range mt.Partitions {
 		require.Equal(t, int16(0), p.ErrorCode)
@@ -68,8 +66,8 @@ func TestPartitionsSpreadOverBrokers(t *testing.T) {
 			if b.Cfg.NodeID == p.Leader {
 				continue
 			}
-			got := produceRawTo(t, brokertest.Client(t, b.Addr), "spread", p.Partition, -1, batch(-1, -1, -1, 1, 10))
-			require.Equal(t, kerr.NotLeaderForPartition.Code, got.ErrorCode)
+			got := produceOnConn(t, b.Addr, "spread", p.Partition, batch(-1, -1, -1, 1, 10))
+			require.Equal(t, kerr.NotLeaderForPartition.Code, got.ErrorCode, "broker %d for partition %d led by %d", b.Cfg.NodeID, p.Partition, p.Leader)
 			break
 		}
 	}
@@ -91,20 +89,57 @@ func TestPlacementNeedsLiveBrokers(t *testing.T) {
 
 	// A broker that shuts down cleanly leaves the metadata at once.
 	require.NoError(t, brokers[1].Broker.Close())
-	cl := brokertest.Client(t, brokers[0].Addr)
 	waitFor(t, "the stopped broker to leave the metadata", func() bool {
-		resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
-		require.NoError(t, err)
-		return len(resp.Brokers) == 1
+		return len(metadataOnConn(t, brokers[0].Addr).Brokers) == 1
 	})
 	brokertest.CreateTopic(t, brokers[0].Addr, "after", 4, nil)
-	resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
-	require.NoError(t, err)
-	for _, tp := range resp.Topics {
+	for _, tp := range metadataOnConn(t, brokers[0].Addr).Topics {
 		if *tp.Topic == "after" {
 			for _, p := range tp.Partitions {
 				require.Equal(t, int32(0), p.Leader, "new partitions go to live brokers only")
 			}
 		}
 	}
+}
+
+// produceOnConn sends one Produce (v7, acks=all) to exactly the broker at
+// addr over a raw connection: no client routing.
+func produceOnConn(t *testing.T, addr, topicName string, partition int32, records []byte) kmsg.ProduceResponseTopicPartition {
+	t.Helper()
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 7, -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topicName
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = partition, records
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	c := rawConn(t, addr)
+	_, err := c.Write(frame(0, 7, 1, req.AppendTo(nil)))
+	require.NoError(t, err)
+	resp := kmsg.NewPtrProduceResponse()
+	resp.Version = 7
+	require.NoError(t, resp.ReadFrom(readResponse(t, c)[4:]))
+	return resp.Topics[0].Partitions[0]
+}
+
+// metadataOnConn asks exactly the broker at addr for all topics.
+func metadataOnConn(t *testing.T, addr string) *kmsg.MetadataResponse {
+	t.Helper()
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version = 9
+	c := rawConn(t, addr)
+	_, err := c.Write(flexFrame(3, 9, 1, req.AppendTo(nil)))
+	require.NoError(t, err)
+	resp := kmsg.NewPtrMetadataResponse()
+	resp.Version = 9
+	raw := readResponse(t, c)
+	require.NoError(t, resp.ReadFrom(raw[5:])) // correlation id and the empty header tag section
+	return resp
+}
+
+// flexFrame is frame for flexible request versions (an empty header tag
+// section after the client id).
+func flexFrame(key, version int16, corr int32, body []byte) []byte {
+	return frame(key, version, corr, append([]byte{0}, body...))
 }

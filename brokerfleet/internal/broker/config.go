@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -36,6 +37,13 @@ type Config struct {
 	Lease metastore.LeaseOptions
 	// WatchInterval is how often the metastore's change counter is polled.
 	WatchInterval time.Duration
+	// DialPeer opens connections to other brokers (follower fetches); nil
+	// means a plain TCP dial. Tests use it to cut links between brokers.
+	DialPeer func(ctx context.Context, addr string) (net.Conn, error)
+	// ReplicaLagMax is how long a follower may go without catching up to
+	// the leader's log end before the leader drops it from the ISR
+	// (replica.lag.time.max.ms).
+	ReplicaLagMax time.Duration
 	// Incarnation identifies this process's life; empty means a random one.
 	Incarnation string
 	// FS is the filesystem under DataDir; nil means the OS filesystem.
@@ -71,6 +79,7 @@ func DefaultConfig() Config {
 		MaintenanceInterval: 30 * time.Second,
 		Lease:               metastore.LeaseOptions{Duration: 6 * time.Second, Margin: time.Second},
 		WatchInterval:       500 * time.Millisecond,
+		ReplicaLagMax:       10 * time.Second,
 	}
 }
 
@@ -104,6 +113,9 @@ func (c *Config) ValidateSettings() error {
 	}
 	if err := c.Lease.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("lease: %w", err))
+	}
+	if c.ReplicaLagMax <= 0 {
+		errs = append(errs, fmt.Errorf("replica-lag-max: %v is not positive", c.ReplicaLagMax))
 	}
 	if c.WatchInterval <= 0 {
 		errs = append(errs, fmt.Errorf("watch-interval: %v is not positive", c.WatchInterval))

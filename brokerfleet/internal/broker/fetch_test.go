@@ -77,7 +77,7 @@ func TestFetchByteLimits(t *testing.T) {
 	one := len(batch(-1, -1, -1, 10, 100))
 	for p := int32(0); p < 2; p++ {
 		for i := 0; i < 10; i++ {
-			require.Equal(t, int16(0), produceRawTo(t, cl, "limits", p, -1, batch(-1, -1, -1, 10, 100)).ErrorCode)
+			require.Equal(t, int16(0), produceRawTo(t, cl, "limits", p, batch(-1, -1, -1, 10, 100)).ErrorCode)
 		}
 	}
 	fetch := func(offset int64, maxBytes, partMax int32) []kmsg.FetchResponseTopicPartition {

@@ -45,8 +45,8 @@ func (b *Broker) createTopic(ctx context.Context, name string, partitions int32,
 	if rf == -1 {
 		rf = 1
 	}
-	if rf != 1 {
-		return nil, fmt.Errorf("%w: %d; replication is not available yet, only 1 is supported", errInvalidReplication, rf)
+	if rf < 1 {
+		return nil, fmt.Errorf("%w: %d; must be at least 1", errInvalidReplication, rf)
 	}
 	cfg, err := b.defaults.Resolve(configs)
 	if err != nil {
@@ -314,14 +314,39 @@ func (b *Broker) reconcile(ctx context.Context) error {
 			case p == nil:
 				continue
 			}
-			p.SetLeaderEpoch(st.LeaderEpoch)
+			b.applyState(p, st)
 			if cfg != cur.cfg {
 				p.SetConfig(cfg)
 			}
 		}
 		b.swapTopic(next)
 	}
+	b.updateFollowing()
 	return errors.Join(errs...)
+}
+
+// updateFollowing points the follower fetch loops at the current leaders.
+func (b *Broker) updateFollowing() {
+	byLeader := map[int32][]followed{}
+	addrs := map[int32]string{}
+	b.mu.RLock()
+	for id, br := range b.peers {
+		addrs[id] = br.Endpoint
+	}
+	for _, ts := range b.topics {
+		for i, st := range ts.states {
+			p := ts.parts[i]
+			if p == nil || st.Leader == b.cfg.NodeID || st.Leader < 0 {
+				continue
+			}
+			byLeader[st.Leader] = append(byLeader[st.Leader], followed{topic: ts.meta.Name, index: int32(i), epoch: st.LeaderEpoch, p: p})
+		}
+	}
+	b.mu.RUnlock()
+	if b.ctx.Err() != nil {
+		return
+	}
+	b.repl.update(byLeader, addrs)
 }
 
 // partitionStates reads a topic's partition states, one per partition

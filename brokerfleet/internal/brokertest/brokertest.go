@@ -122,12 +122,18 @@ func Admin(t testing.TB, addr string) *kadm.Client {
 	return kadm.NewClient(Client(t, addr))
 }
 
-// CreateTopic creates a topic and fails the test on error.
+// CreateTopic creates a topic with one replica and fails the test on error.
 func CreateTopic(t testing.TB, addr, name string, partitions int32, configs map[string]*string) {
+	t.Helper()
+	CreateTopicRF(t, addr, name, partitions, 1, configs)
+}
+
+// CreateTopicRF creates a topic with rf replicas per partition.
+func CreateTopicRF(t testing.TB, addr, name string, partitions int32, rf int16, configs map[string]*string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := Admin(t, addr).CreateTopic(ctx, partitions, 1, configs, name)
+	resp, err := Admin(t, addr).CreateTopic(ctx, partitions, rf, configs, name)
 	if err == nil {
 		err = resp.Err
 	}

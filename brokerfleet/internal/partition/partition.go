@@ -41,8 +41,12 @@ type Partition struct {
 	logStart    atomic.Int64
 	leaderEpoch atomic.Int32
 
-	watchMu  sync.Mutex
-	watchers map[chan struct{}]struct{}
+	repMu sync.Mutex
+	rep   replication
+
+	watchMu        sync.Mutex
+	watchers       map[chan struct{}]struct{} // high watermark / log start moved
+	appendWatchers map[chan struct{}]struct{} // log end moved
 
 	flushKick chan struct{}
 	flushStop chan struct{}
@@ -56,15 +60,16 @@ func New(o Options) (*Partition, error) {
 		o.Now = time.Now
 	}
 	p := &Partition{
-		topic:     o.Topic,
-		index:     o.Index,
-		log:       o.Log,
-		now:       o.Now,
-		producers: producers{},
-		watchers:  map[chan struct{}]struct{}{},
-		flushKick: make(chan struct{}, 1),
-		flushStop: make(chan struct{}),
-		flushDone: make(chan struct{}),
+		topic:          o.Topic,
+		index:          o.Index,
+		log:            o.Log,
+		now:            o.Now,
+		producers:      producers{},
+		watchers:       map[chan struct{}]struct{}{},
+		appendWatchers: map[chan struct{}]struct{}{},
+		flushKick:      make(chan struct{}, 1),
+		flushStop:      make(chan struct{}),
+		flushDone:      make(chan struct{}),
 	}
 	cfg := o.Config
 	p.cfg.Store(&cfg)
@@ -85,6 +90,8 @@ func New(o Options) (*Partition, error) {
 	// "fsync" topics is at least everything ever acknowledged.
 	p.hwm.Store(o.Log.NextOffset())
 	p.logStart.Store(o.Log.StartOffset())
+	// Until told otherwise, a partition is the sole replica and leader.
+	p.rep = replication{leader: true, durable: o.Log.NextOffset()}
 	go p.flusher()
 	return p, nil
 }
@@ -166,8 +173,9 @@ func (p *Partition) Append(batch []byte, h segment.Header) (AppendResult, error)
 	if cfg.Durability == topic.DurabilityFsync {
 		p.kickFlush()
 	} else {
-		p.advanceHWM(p.log.NextOffset())
+		p.setDurable(p.log.NextOffset())
 	}
+	p.notifyAppend() // followers long-polling for new data
 	return AppendResult{BaseOffset: base, LastOffset: h.LastOffset(), LogAppendTime: appendTime,
 		LogStart: p.logStart.Load()}, nil
 }
@@ -197,7 +205,7 @@ func (p *Partition) flusher() {
 				continue
 			}
 		}
-		p.advanceHWM(end)
+		p.setDurable(end)
 	}
 }
 
@@ -214,15 +222,33 @@ func (p *Partition) advanceHWM(off int64) {
 	p.notify()
 }
 
-func (p *Partition) notify() {
+func (p *Partition) notify() { p.signal(p.watchers) }
+
+func (p *Partition) notifyAppend() { p.signal(p.appendWatchers) }
+
+func (p *Partition) signal(set map[chan struct{}]struct{}) {
 	p.watchMu.Lock()
-	for ch := range p.watchers {
+	for ch := range set {
 		select {
 		case ch <- struct{}{}:
 		default:
 		}
 	}
 	p.watchMu.Unlock()
+}
+
+// WatchAppends registers ch to receive a non-blocking send whenever the
+// log end moves (for replica fetches, which read uncommitted data). The
+// returned func unregisters it.
+func (p *Partition) WatchAppends(ch chan struct{}) (cancel func()) {
+	p.watchMu.Lock()
+	p.appendWatchers[ch] = struct{}{}
+	p.watchMu.Unlock()
+	return func() {
+		p.watchMu.Lock()
+		delete(p.appendWatchers, ch)
+		p.watchMu.Unlock()
+	}
 }
 
 // Watch registers ch to receive a non-blocking send whenever the high

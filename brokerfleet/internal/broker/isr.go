@@ -1,0 +1,81 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/stratamq/strata/pkg/metastore"
+)
+
+// maintainISR is the leader's side of ISR management: followers that have
+// not caught up for ReplicaLagMax leave the ISR, followers that reached the
+// high watermark rejoin it. Each change is a compare-and-set on the
+// partition's state, so it cannot overwrite a newer leader's.
+func (b *Broker) maintainISR() {
+	defer b.wg.Done()
+	t := time.NewTicker(max(b.cfg.ReplicaLagMax/4, 50*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !b.leaseValid() {
+			continue
+		}
+		changed := false
+		for _, c := range b.isrChanges() {
+			ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)
+			_, err := b.meta.UpdatePartition(ctx, c)
+			cancel()
+			switch {
+			case err == nil:
+				changed = true
+				b.log.Info("isr changed", "topic", c.Topic.String(), "partition", c.Partition, "isr", c.ISR)
+			case errors.Is(err, metastore.ErrConditionFailed), errors.Is(err, metastore.ErrFenced):
+				changed = true // someone else changed it: re-read
+			default:
+				b.log.Warn("update isr", "partition", c.Partition, "err", err)
+			}
+		}
+		if changed {
+			ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)
+			if err := b.reconcile(ctx); err != nil && b.ctx.Err() == nil {
+				b.log.Warn("reload after isr change", "err", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// isrChanges computes the ISR updates this broker, as leader, should make.
+func (b *Broker) isrChanges() []metastore.PartitionState {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	var out []metastore.PartitionState
+	for _, ts := range b.topics {
+		for i, st := range ts.states {
+			p := ts.parts[i]
+			if p == nil || st.Leader != b.cfg.NodeID {
+				continue
+			}
+			lagging := p.LaggingISR(b.cfg.ReplicaLagMax)
+			back := p.CaughtUpOutOfSync()
+			if len(lagging) == 0 && len(back) == 0 {
+				continue
+			}
+			next := st
+			next.ISR = slices.DeleteFunc(slices.Clone(st.ISR), func(id int32) bool { return slices.Contains(lagging, id) })
+			for _, id := range st.Replicas { // keep replica order
+				if slices.Contains(back, id) && !slices.Contains(next.ISR, id) {
+					next.ISR = append(next.ISR, id)
+				}
+			}
+			out = append(out, next)
+		}
+	}
+	return out
+}

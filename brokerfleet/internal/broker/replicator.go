@@ -1,0 +1,205 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stratamq/strata/brokerfleet/internal/partition"
+)
+
+// Follower fetch tuning.
+const (
+	replicaFetchWait     = 500 * time.Millisecond
+	replicaFetchMaxBytes = 64 << 20
+	replicaPartMaxBytes  = 8 << 20
+	replicaBackoff       = 200 * time.Millisecond
+)
+
+// followed is a partition this broker follows.
+type followed struct {
+	topic string
+	index int32
+	epoch int32
+	p     *partition.Partition
+}
+
+// fetchLoop pulls every partition led by one broker, over one connection:
+// a Kafka Fetch with this broker's id as the replica id, whose fetch offset
+// tells the leader how far this replica is.
+type fetchLoop struct {
+	leader int32
+	addr   string
+	parts  atomic.Pointer[[]followed]
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// replicator runs the fetch loops, one per leader.
+type replicator struct {
+	b     *Broker
+	mu    sync.Mutex
+	loops map[int32]*fetchLoop
+}
+
+// update sets what is followed from which leader (at addr), starting and
+// stopping loops as needed.
+func (r *replicator) update(byLeader map[int32][]followed, addrs map[int32]string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.loops == nil {
+		r.loops = map[int32]*fetchLoop{}
+	}
+	for id, l := range r.loops {
+		if len(byLeader[id]) == 0 || addrs[id] != l.addr {
+			l.cancel()
+			<-l.done
+			delete(r.loops, id)
+		}
+	}
+	for id, parts := range byLeader {
+		if len(parts) == 0 || addrs[id] == "" {
+			continue
+		}
+		parts := parts
+		if l := r.loops[id]; l != nil {
+			l.parts.Store(&parts)
+			continue
+		}
+		ctx, cancel := context.WithCancel(r.b.ctx)
+		l := &fetchLoop{leader: id, addr: addrs[id], cancel: cancel, done: make(chan struct{})}
+		l.parts.Store(&parts)
+		r.loops[id] = l
+		go r.run(ctx, l)
+	}
+}
+
+// stop ends every loop.
+func (r *replicator) stop() {
+	r.update(nil, nil)
+}
+
+func (r *replicator) run(ctx context.Context, l *fetchLoop) {
+	defer close(l.done)
+	log := r.b.log.With("leader", l.leader)
+	var conn *peerConn
+	defer func() {
+		if conn != nil {
+			conn.close()
+		}
+	}()
+	for ctx.Err() == nil {
+		if conn == nil {
+			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			c, err := dialPeer(dctx, r.b.cfg.DialPeer, l.addr, r.b.cfg.NodeID)
+			cancel()
+			if err != nil {
+				log.Debug("connect to leader", "addr", l.addr, "err", err)
+				sleepCtx(ctx, replicaBackoff)
+				continue
+			}
+			conn = c
+		}
+		parts := *l.parts.Load()
+		req := r.fetchRequest(parts)
+		resp, err := conn.do(req, replicaFetchWait+10*time.Second)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Debug("replica fetch", "err", err)
+			}
+			conn.close()
+			conn = nil
+			sleepCtx(ctx, replicaBackoff)
+			continue
+		}
+		if !r.apply(parts, resp.(*kmsg.FetchResponse), log) {
+			sleepCtx(ctx, replicaBackoff)
+		}
+	}
+}
+
+func (r *replicator) fetchRequest(parts []followed) *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.Version = 12
+	req.ReplicaID = r.b.cfg.NodeID
+	req.MaxWaitMillis = int32(replicaFetchWait / time.Millisecond)
+	req.MinBytes = 1
+	req.MaxBytes = replicaFetchMaxBytes
+	req.SessionEpoch = -1
+	byTopic := map[string]int{}
+	for _, f := range parts {
+		i, ok := byTopic[f.topic]
+		if !ok {
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic = f.topic
+			req.Topics = append(req.Topics, rt)
+			i = len(req.Topics) - 1
+			byTopic[f.topic] = i
+		}
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = f.index
+		rp.CurrentLeaderEpoch = f.epoch
+		rp.FetchOffset = f.p.LogEndOffset()
+		rp.LogStartOffset = f.p.LogStartOffset()
+		rp.PartitionMaxBytes = replicaPartMaxBytes
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
+	return req
+}
+
+// apply appends what the leader sent. It returns false when nothing
+// progressed because of errors, so the loop backs off.
+func (r *replicator) apply(parts []followed, resp *kmsg.FetchResponse, log interface {
+	Warn(string, ...any)
+}) bool {
+	byKey := map[string]map[int32]*partition.Partition{}
+	for _, f := range parts {
+		if byKey[f.topic] == nil {
+			byKey[f.topic] = map[int32]*partition.Partition{}
+		}
+		byKey[f.topic][f.index] = f.p
+	}
+	if resp.ErrorCode != 0 {
+		return false
+	}
+	progressed := false
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			p := byKey[rt.Topic][rp.Partition]
+			if p == nil {
+				continue
+			}
+			if rp.ErrorCode != 0 {
+				// NOT_LEADER, FENCED/UNKNOWN_LEADER_EPOCH: the metastore
+				// watcher brings the new state; OFFSET_OUT_OF_RANGE needs
+				// truncation by leader epoch, which arrives with failover.
+				if rp.ErrorCode != kerr.NotLeaderForPartition.Code {
+					log.Warn("replica fetch error", "topic", rt.Topic, "partition", rp.Partition, "err", kerr.ErrorForCode(rp.ErrorCode))
+				}
+				continue
+			}
+			if err := p.AppendReplica(rp.RecordBatches, rp.HighWatermark); err != nil {
+				if !errors.Is(err, partition.ErrClosed) {
+					log.Warn("replica append", "topic", rt.Topic, "partition", rp.Partition, "err", err)
+				}
+				continue
+			}
+			progressed = true
+		}
+	}
+	return progressed || len(resp.Topics) == 0
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

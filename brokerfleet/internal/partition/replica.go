@@ -1,0 +1,190 @@
+package partition
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/stratamq/strata/pkg/segment"
+)
+
+// replica is what a leader knows of one follower.
+type replica struct {
+	fetched    bool      // it has fetched since we became leader
+	leo        int64     // the follower holds every offset below this
+	caughtUpAt time.Time // last time its fetch reached our log end (monotonic)
+}
+
+// replication is the partition's role as the control plane assigns it.
+// Guarded by Partition.repMu.
+type replication struct {
+	self      int32
+	leader    bool
+	replicas  []int32
+	isr       []int32
+	followers map[int32]*replica
+	durable   int64 // the leader's own durable end: LEO, or fsynced end
+}
+
+// SetReplication applies the partition's control-plane state as this
+// broker sees it: whether it leads, the replicas and the ISR. A leader's
+// high watermark is the lowest log end among the ISR.
+func (p *Partition) SetReplication(self int32, leader bool, replicas, isr []int32) {
+	p.repMu.Lock()
+	r := &p.rep
+	wasLeader := r.leader
+	r.self, r.leader = self, leader
+	r.replicas, r.isr = slices.Clone(replicas), slices.Clone(isr)
+	if leader && (!wasLeader || r.followers == nil) {
+		// Fresh leadership: followers' progress is unknown until they
+		// fetch; a follower counts as caught up from now, so it gets a full
+		// lag window before it may be dropped from the ISR.
+		r.followers = map[int32]*replica{}
+		now := time.Now()
+		for _, id := range replicas {
+			if id != self {
+				r.followers[id] = &replica{caughtUpAt: now}
+			}
+		}
+	}
+	p.repMu.Unlock()
+	p.recomputeHWM()
+}
+
+// IsLeader reports whether this broker leads the partition.
+func (p *Partition) IsLeader() bool {
+	p.repMu.Lock()
+	defer p.repMu.Unlock()
+	return p.rep.leader
+}
+
+// ISR returns the in-sync replicas as last set.
+func (p *Partition) ISR() []int32 {
+	p.repMu.Lock()
+	defer p.repMu.Unlock()
+	return slices.Clone(p.rep.isr)
+}
+
+// ReplicaFetched records a follower's fetch from offset: it holds
+// everything below it. The high watermark may move.
+func (p *Partition) ReplicaFetched(id int32, fetchOffset int64) {
+	leo := p.log.NextOffset()
+	p.repMu.Lock()
+	f := p.rep.followers[id]
+	if f == nil {
+		f = &replica{}
+		if p.rep.followers != nil {
+			p.rep.followers[id] = f
+		}
+	}
+	f.leo, f.fetched = fetchOffset, true
+	if fetchOffset >= leo {
+		f.caughtUpAt = time.Now()
+	}
+	p.repMu.Unlock()
+	p.recomputeHWM()
+}
+
+// LaggingISR returns the ISR followers that have not caught up with the
+// log end for longer than maxLag: candidates to drop from the ISR.
+func (p *Partition) LaggingISR(maxLag time.Duration) []int32 {
+	p.repMu.Lock()
+	defer p.repMu.Unlock()
+	var out []int32
+	for _, id := range p.rep.isr {
+		if f := p.rep.followers[id]; id != p.rep.self && f != nil && time.Since(f.caughtUpAt) > maxLag {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// CaughtUpOutOfSync returns replicas outside the ISR whose log reaches the
+// high watermark: candidates to add back to the ISR.
+func (p *Partition) CaughtUpOutOfSync() []int32 {
+	hwm := p.hwm.Load()
+	p.repMu.Lock()
+	defer p.repMu.Unlock()
+	var out []int32
+	for _, id := range p.rep.replicas {
+		if id == p.rep.self || slices.Contains(p.rep.isr, id) {
+			continue
+		}
+		if f := p.rep.followers[id]; f != nil && f.fetched && f.leo >= hwm {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// setDurable records the leader's own durable end and recomputes the high
+// watermark.
+func (p *Partition) setDurable(end int64) {
+	p.repMu.Lock()
+	if end > p.rep.durable {
+		p.rep.durable = end
+	}
+	p.repMu.Unlock()
+	p.recomputeHWM()
+}
+
+// recomputeHWM advances a leader's high watermark to the lowest log end
+// among the ISR (its own durable end included).
+func (p *Partition) recomputeHWM() {
+	p.repMu.Lock()
+	r := &p.rep
+	if !r.leader {
+		p.repMu.Unlock()
+		return
+	}
+	hw := r.durable
+	for _, id := range r.isr {
+		if id == r.self {
+			continue
+		}
+		f := r.followers[id]
+		if f == nil {
+			hw = min(hw, 0)
+			continue
+		}
+		hw = min(hw, f.leo)
+	}
+	p.repMu.Unlock()
+	p.advanceHWM(hw)
+}
+
+// AppendReplica appends batches a follower fetched from the leader, as
+// they are (offsets and epochs assigned by the leader), and takes the
+// leader's high watermark, capped by what it holds.
+func (p *Partition) AppendReplica(batches []byte, leaderHWM int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
+	if len(batches) > 0 {
+		if err := p.log.Append(batches); err != nil {
+			return fmt.Errorf("partition %s-%d: replicate: %w", p.topic, p.index, err)
+		}
+		_ = segment.Split(batches, func(h segment.Header, _ []byte) error {
+			appendTime := int64(-1)
+			if h.LogAppendTime() {
+				appendTime = h.MaxTimestamp
+			}
+			p.producers.record(h, appendTime)
+			return nil
+		})
+		if p.cfg.Load().Durability == "fsync" {
+			if err := p.log.Flush(p.log.NextOffset()); err != nil {
+				return err
+			}
+		}
+	}
+	p.advanceHWM(min(leaderHWM, p.log.NextOffset()))
+	return nil
+}
+
+// ReadUncommitted reads like Read but up to the log end, for followers.
+func (p *Partition) ReadUncommitted(dst []byte, offset int64, maxBytes int) ([]byte, error) {
+	return p.log.Read(dst, offset, maxBytes, p.log.NextOffset())
+}

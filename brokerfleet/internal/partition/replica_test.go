@@ -1,0 +1,78 @@
+package partition
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/stratamq/strata/pkg/segment"
+)
+
+// TestLeaderHighWatermarkIsLowestISREnd: a leader's high watermark is the
+// lowest log end among the ISR; a follower outside the ISR does not hold
+// it back, and rejoins once it reaches it.
+func TestLeaderHighWatermarkIsLowestISREnd(t *testing.T) {
+	p, _ := newPartition(t, segment.NewMemFS(), testConfig("replicated"), time.Now)
+	p.SetReplication(1, true, []int32{1, 2, 3}, []int32{1, 2, 3})
+	for i := 0; i < 5; i++ {
+		mustAppend(t, p, plain(1, 2)) // 10 records
+	}
+	require.EqualValues(t, 10, p.LogEndOffset())
+	require.EqualValues(t, 0, p.HighWatermark(), "no follower has fetched yet")
+
+	p.ReplicaFetched(2, 10)
+	require.EqualValues(t, 0, p.HighWatermark(), "replica 3 has nothing yet")
+	p.ReplicaFetched(3, 4)
+	require.EqualValues(t, 4, p.HighWatermark())
+	p.ReplicaFetched(3, 10)
+	require.EqualValues(t, 10, p.HighWatermark())
+
+	// Replica 3 falls behind and leaves the ISR; the rest carries on.
+	mustAppend(t, p, plain(3, 4))
+	p.ReplicaFetched(2, 12)
+	require.EqualValues(t, 10, p.HighWatermark())
+	p.SetReplication(1, true, []int32{1, 2, 3}, []int32{1, 2})
+	require.EqualValues(t, 12, p.HighWatermark())
+	require.Empty(t, p.CaughtUpOutOfSync(), "replica 3 is behind the high watermark")
+	p.ReplicaFetched(3, 12)
+	require.Equal(t, []int32{3}, p.CaughtUpOutOfSync())
+
+	// The high watermark never moves back.
+	p.SetReplication(1, true, []int32{1, 2, 3}, []int32{1, 2, 3})
+	require.EqualValues(t, 12, p.HighWatermark())
+}
+
+func TestLaggingISRAfterMaxLag(t *testing.T) {
+	p, _ := newPartition(t, segment.NewMemFS(), testConfig("replicated"), time.Now)
+	p.SetReplication(1, true, []int32{1, 2}, []int32{1, 2})
+	require.Empty(t, p.LaggingISR(50*time.Millisecond), "a new follower gets a full window")
+	mustAppend(t, p, plain(1))
+	time.Sleep(80 * time.Millisecond)
+	require.Equal(t, []int32{2}, p.LaggingISR(50*time.Millisecond))
+	p.ReplicaFetched(2, 1) // caught up
+	require.Empty(t, p.LaggingISR(50*time.Millisecond))
+}
+
+func TestFollowerAppendsVerbatim(t *testing.T) {
+	leader, _ := newPartition(t, segment.NewMemFS(), testConfig("replicated"), time.Now)
+	follower, _ := newPartition(t, segment.NewMemFS(), testConfig("replicated"), time.Now)
+	follower.SetReplication(2, false, []int32{1, 2}, []int32{1, 2})
+	for i := 0; i < 3; i++ {
+		mustAppend(t, leader, spec{ts: []int64{5, 6}, pid: 9, epoch: 1, seq: int32(2 * i)})
+	}
+	data, err := leader.ReadUncommitted(nil, 0, 1<<20)
+	require.NoError(t, err)
+	require.NoError(t, follower.AppendReplica(data, 4))
+	require.EqualValues(t, 6, follower.LogEndOffset())
+	require.EqualValues(t, 4, follower.HighWatermark(), "the leader's high watermark, capped by the log end")
+	got, err := follower.ReadUncommitted(nil, 0, 1<<20)
+	require.NoError(t, err)
+	require.Equal(t, data, got, "byte-identical")
+	// The follower knows the producer: a duplicate is recognised after
+	// it becomes leader.
+	follower.SetReplication(2, true, []int32{1, 2}, []int32{2})
+	res := mustAppend(t, follower, spec{ts: []int64{5, 6}, pid: 9, epoch: 1, seq: 4})
+	require.True(t, res.Duplicate)
+	require.EqualValues(t, 4, res.BaseOffset)
+}
