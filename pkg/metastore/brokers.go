@@ -62,3 +62,26 @@ func (m *Meta) Brokers(ctx context.Context) ([]Broker, error) {
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
 }
+
+// FenceBroker marks a broker's registration released if it is still at
+// version (the controller saw it frozen for a full lease): the broker can
+// no longer renew it and must register under a new epoch.
+func (m *Meta) FenceBroker(ctx context.Context, id int32, version int64) error {
+	k := brokerKey(id)
+	it, err := m.s.Get(ctx, k)
+	if err != nil {
+		return fmt.Errorf("metastore: fence broker %d: %w", id, err)
+	}
+	if it.Version != version {
+		return fmt.Errorf("metastore: fence broker %d: %w", id, ErrConditionFailed)
+	}
+	var rec brokerRecord
+	if err := json.Unmarshal(it.Value, &rec); err != nil {
+		return fmt.Errorf("metastore: decode %s: %w", k, err)
+	}
+	rec.Holder = ""
+	if _, err := m.s.Put(ctx, Item{Key: k, Value: encodeJSON(rec)}, IfVersion(version)); err != nil {
+		return fmt.Errorf("metastore: fence broker %d: %w", id, err)
+	}
+	return m.bump(ctx)
+}

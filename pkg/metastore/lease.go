@@ -195,6 +195,12 @@ func (l *Lease) Valid() (epoch int64, ok bool) {
 	return 0, false
 }
 
+// StillValid is Valid without the epoch.
+func (l *Lease) StillValid() bool {
+	_, ok := l.Valid()
+	return ok
+}
+
 // Deadline returns the local time until which the holder may act (zero if
 // not held).
 func (l *Lease) Deadline() time.Time {

@@ -67,6 +67,13 @@ func (b *Broker) handleProduce(cc *clientConn, req *kmsg.ProduceRequest) func() 
 			if err := w.part.WaitCommitted(ctx, w.end); err != nil {
 				w.resp.ErrorCode = kerr.RequestTimedOut.Code
 				w.resp.ErrorMessage = errorMessage(fmt.Errorf("batch not committed within %d ms: %w", req.TimeoutMillis, err))
+				continue
+			}
+			if !b.leaseValid() || !w.part.IsLeader() {
+				// Committed by followers, but this broker can no longer
+				// prove it leads: it acknowledges nothing past its safe
+				// deadline. The client retries; idempotence dedups.
+				w.resp.ErrorCode = kerr.NotLeaderForPartition.Code
 			}
 		}
 		return resp

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -33,6 +34,7 @@ type Broker struct {
 	meta     *metastore.Meta
 	pids     *pidAllocator
 	lease    *metastore.Lease // this incarnation's registration and heartbeat
+	actEpoch atomic.Int64     // the lease epoch under which partition state was last re-read
 	repl     replicator
 
 	host string
@@ -119,14 +121,15 @@ func New(cfg Config) (*Broker, error) {
 	if st, err := b.lease.Tick(tctx); err != nil {
 		b.log.Warn("first broker heartbeat failed", "err", err)
 	} else if st.Held {
-		b.announce()
+		b.registered(tctx, st.Epoch)
 	}
 	tcancel()
-	b.wg.Add(4)
+	b.wg.Add(5)
 	go b.maintain()
 	go b.watch()
 	go b.heartbeat()
 	go b.maintainISR()
+	go b.runController()
 	return b, nil
 }
 
@@ -268,10 +271,45 @@ func (b *Broker) Close() error {
 		nc.Close()
 	}
 	b.connMu.Unlock()
+	b.handOver()
 	b.cancel()
 	b.wg.Wait()
 	b.repl.stop()
 	return b.closePartitions()
+}
+
+// handOver moves leadership of the partitions this broker leads to another
+// in-sync replica before it stops, so clients switch at once instead of
+// waiting for the controller to notice.
+func (b *Broker) handOver() {
+	if !b.leaseValid() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	b.mu.RLock()
+	live := map[int32]bool{}
+	for id := range b.peers {
+		live[id] = id != b.cfg.NodeID
+	}
+	var moves []metastore.PartitionState
+	for _, ts := range b.topics {
+		for _, st := range ts.states {
+			if st.Leader != b.cfg.NodeID {
+				continue
+			}
+			next, ok := elect(st, live, nil)
+			if ok && next.Leader >= 0 && next.Leader != b.cfg.NodeID {
+				moves = append(moves, next)
+			}
+		}
+	}
+	b.mu.RUnlock()
+	for _, m := range moves {
+		if _, err := b.meta.UpdatePartition(ctx, m); err != nil {
+			b.log.Warn("hand over leadership", "partition", m.Partition, "err", err)
+		}
+	}
 }
 
 // heartbeat keeps this incarnation registered: one conditional write per
@@ -304,7 +342,9 @@ func (b *Broker) heartbeat() {
 			b.log.Warn("broker heartbeat failed", "err", err)
 		case st.Held && !held:
 			b.log.Info("broker registered", "epoch", st.Epoch, "incarnation", b.cfg.Incarnation)
-			b.announce()
+			rctx, rcancel := context.WithTimeout(b.ctx, interval)
+			b.registered(rctx, st.Epoch)
+			rcancel()
 		case !st.Held && held:
 			b.log.Warn("broker registration lost", "holder", st.Holder)
 		case !st.Held && err == nil:
@@ -325,11 +365,25 @@ func (b *Broker) announce() {
 	}
 }
 
+// registered runs when this broker (re)acquires its registration under a
+// new epoch: it tells the others, re-reads the partition states, and only
+// then may act as a leader under that epoch. A broker fenced while paused
+// thus learns of the leaders elected meanwhile before it accepts a write.
+func (b *Broker) registered(ctx context.Context, epoch int64) {
+	b.announce()
+	if err := b.reconcile(ctx); err != nil {
+		b.log.Warn("re-read partitions after registering", "err", err)
+		return
+	}
+	b.actEpoch.Store(epoch)
+}
+
 // leaseValid reports whether this broker may act as a leader now: its
-// registration lease is held and not past its safe deadline.
+// registration lease is held, not past its safe deadline, and its
+// partition states were re-read under the current epoch.
 func (b *Broker) leaseValid() bool {
-	_, ok := b.lease.Valid()
-	return ok
+	epoch, ok := b.lease.Valid()
+	return ok && epoch == b.actEpoch.Load()
 }
 
 // watch applies metadata changes made anywhere (another broker, an admin

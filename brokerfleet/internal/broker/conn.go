@@ -112,6 +112,8 @@ func (b *Broker) dispatch(cc *clientConn, req kmsg.Request, p *pending) bool {
 		p.resp = b.handleDeleteRecords(r)
 	case *kmsg.InitProducerIDRequest:
 		p.resp = b.handleInitProducerID(r)
+	case *kmsg.OffsetForLeaderEpochRequest:
+		p.resp = b.handleOffsetForLeaderEpoch(r)
 	case *kmsg.DescribeConfigsRequest:
 		p.resp = b.handleDescribeConfigs(r)
 	case *kmsg.AlterConfigsRequest:

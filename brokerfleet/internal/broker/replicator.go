@@ -93,6 +93,10 @@ func (r *replicator) run(ctx context.Context, l *fetchLoop) {
 			conn.close()
 		}
 	}()
+	// truncatedAt is, per partition, the leader epoch whose log this
+	// replica has reconciled with (KIP-101): a new epoch means a new
+	// leader, whose log may differ past the last common epoch.
+	truncatedAt := map[partKey]int32{}
 	for ctx.Err() == nil {
 		if conn == nil {
 			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -105,7 +109,26 @@ func (r *replicator) run(ctx context.Context, l *fetchLoop) {
 			}
 			conn = c
 		}
-		parts := *l.parts.Load()
+		all := *l.parts.Load()
+		if err := r.truncate(conn, all, truncatedAt); err != nil {
+			if ctx.Err() == nil {
+				log.Debug("offset for leader epoch", "err", err)
+			}
+			conn.close()
+			conn = nil
+			sleepCtx(ctx, replicaBackoff)
+			continue
+		}
+		var parts []followed
+		for _, f := range all {
+			if e, ok := truncatedAt[partKey{f.topic, f.index}]; ok && e == f.epoch {
+				parts = append(parts, f)
+			}
+		}
+		if len(parts) == 0 {
+			sleepCtx(ctx, replicaBackoff)
+			continue
+		}
 		req := r.fetchRequest(parts)
 		resp, err := conn.do(req, replicaFetchWait+10*time.Second)
 		if err != nil {
@@ -121,6 +144,77 @@ func (r *replicator) run(ctx context.Context, l *fetchLoop) {
 			sleepCtx(ctx, replicaBackoff)
 		}
 	}
+}
+
+type partKey struct {
+	topic string
+	index int32
+}
+
+// truncate reconciles, for every partition whose leader epoch is new to
+// this replica, its log with the leader's: it asks the leader where its
+// own last epoch ends in the leader's log and cuts everything after that
+// (and after where that epoch ends locally). Only then does it fetch.
+func (r *replicator) truncate(conn *peerConn, parts []followed, done map[partKey]int32) error {
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	req.Version = 3
+	req.ReplicaID = r.b.cfg.NodeID
+	byTopic := map[string]int{}
+	pending := map[partKey]followed{}
+	for _, f := range parts {
+		k := partKey{f.topic, f.index}
+		if e, ok := done[k]; ok && e == f.epoch {
+			continue
+		}
+		last := f.p.LastEpoch()
+		if last < 0 {
+			done[k] = f.epoch // nothing to reconcile
+			continue
+		}
+		pending[k] = f
+		i, ok := byTopic[f.topic]
+		if !ok {
+			rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+			rt.Topic = f.topic
+			req.Topics = append(req.Topics, rt)
+			i = len(req.Topics) - 1
+			byTopic[f.topic] = i
+		}
+		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = f.index, f.epoch, last
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	raw, err := conn.do(req, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	for _, rt := range raw.(*kmsg.OffsetForLeaderEpochResponse).Topics {
+		for _, rp := range rt.Partitions {
+			k := partKey{rt.Topic, rp.Partition}
+			f, ok := pending[k]
+			if !ok || rp.ErrorCode != 0 {
+				continue // retried on the next round
+			}
+			_, localEnd := f.p.EndOffsetForEpoch(rp.LeaderEpoch)
+			target := min(rp.EndOffset, localEnd)
+			if rp.LeaderEpoch < 0 {
+				target = rp.EndOffset
+			}
+			if target < f.p.LogEndOffset() {
+				r.b.log.Info("truncating diverged replica", "topic", f.topic, "partition", f.index,
+					"from", f.p.LogEndOffset(), "to", target, "leaderEpoch", f.epoch)
+				if err := f.p.TruncateTo(target); err != nil {
+					r.b.log.Warn("truncate replica", "topic", f.topic, "partition", f.index, "err", err)
+					continue
+				}
+			}
+			done[k] = f.epoch
+		}
+	}
+	return nil
 }
 
 func (r *replicator) fetchRequest(parts []followed) *kmsg.FetchRequest {

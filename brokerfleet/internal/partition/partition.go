@@ -33,8 +33,9 @@ type Partition struct {
 	now   func() time.Time
 	cfg   atomic.Pointer[topic.Config]
 
-	mu        sync.Mutex // orders appends; guards producers and closed
+	mu        sync.Mutex // orders appends; guards producers, epochs and closed
 	producers producers
+	epochs    epochCache
 	closed    bool
 
 	hwm         atomic.Int64
@@ -80,6 +81,7 @@ func New(o Options) (*Partition, error) {
 			appendTime = h.MaxTimestamp
 		}
 		p.producers.record(h, appendTime)
+		p.epochs.note(h.PartitionLeaderEpoch, h.BaseOffset)
 		return true
 	})
 	if err != nil {
@@ -170,6 +172,7 @@ func (p *Partition) Append(batch []byte, h segment.Header) (AppendResult, error)
 	}
 	h.BaseOffset = base
 	p.producers.record(h, appendTime)
+	p.epochs.note(p.LeaderEpoch(), base)
 	if cfg.Durability == topic.DurabilityFsync {
 		p.kickFlush()
 	} else {

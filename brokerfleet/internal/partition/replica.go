@@ -174,6 +174,7 @@ func (p *Partition) AppendReplica(batches []byte, leaderHWM int64) error {
 			p.producers.record(h, appendTime)
 			return nil
 		})
+		p.noteBatches(batches)
 		if p.cfg.Load().Durability == "fsync" {
 			if err := p.log.Flush(p.log.NextOffset()); err != nil {
 				return err

@@ -1,0 +1,190 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/stratamq/strata/pkg/metastore"
+)
+
+// The controller is whichever broker holds the controller lease. It
+// watches the broker registrations and, for a broker that stopped
+// heartbeating for a full lease (on the controller's own clock) or came
+// back as a new incarnation, fences it and moves leadership of its
+// partitions to an in-sync replica. Everything it changes is a
+// compare-and-set on the partition state, so two controllers (an old one
+// past its deadline and a new one) cannot both apply a change from the
+// same read.
+type controller struct {
+	b     *Broker
+	lease *metastore.Lease
+	// Per broker: the registration version last seen and when it was
+	// first seen (local monotonic time), and the incarnation.
+	seen map[int32]observed
+	// The brokers judged live (and restarted) in the last round that
+	// scanned partitions; partitions are only scanned again when this
+	// changes, so an idle cluster costs no per-topic reads.
+	lastLive, lastRestarted map[int32]bool
+}
+
+type observed struct {
+	version     int64
+	at          time.Time
+	incarnation string
+}
+
+func (b *Broker) runController() {
+	defer b.wg.Done()
+	lease, err := metastore.NewLease(b.meta.Store(), metastore.Key{PK: "leases", SK: "controller"},
+		fmt.Sprintf("%d/%s", b.cfg.NodeID, b.cfg.Incarnation), b.cfg.Lease)
+	if err != nil {
+		b.log.Error("controller lease", "err", err)
+		return
+	}
+	c := &controller{b: b, lease: lease, seen: map[int32]observed{}}
+	interval := b.cfg.Lease.Duration / 3
+	t := time.NewTimer(interval)
+	defer t.Stop()
+	wasController := false
+	for {
+		select {
+		case <-b.ctx.Done():
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = lease.Release(ctx)
+			cancel()
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(b.ctx, interval)
+		st, err := lease.Tick(ctx)
+		if err == nil && st.Held {
+			if !wasController {
+				b.log.Info("became controller", "epoch", st.Epoch)
+				c.seen, c.lastLive, c.lastRestarted = map[int32]observed{}, nil, nil
+			}
+			if err := c.duties(ctx); err != nil && b.ctx.Err() == nil {
+				b.log.Warn("controller", "err", err)
+			}
+		}
+		wasController = err == nil && st.Held
+		cancel()
+		t.Reset(interval)
+	}
+}
+
+// duties runs one round: judge liveness, fence the dead, elect leaders.
+func (c *controller) duties(ctx context.Context) error {
+	b := c.b
+	brokers, err := b.meta.Brokers(ctx)
+	if err != nil {
+		return err
+	}
+	live := map[int32]bool{}
+	restarted := map[int32]bool{}
+	now := time.Now()
+	for _, br := range brokers {
+		prev, known := c.seen[br.ID]
+		if known && prev.incarnation != "" && prev.incarnation != br.Incarnation {
+			restarted[br.ID] = true
+		}
+		if !known || prev.version != br.Version {
+			c.seen[br.ID] = observed{version: br.Version, at: now, incarnation: br.Incarnation}
+			prev = c.seen[br.ID]
+		}
+		if !br.Live {
+			continue
+		}
+		if now.Sub(prev.at) < b.cfg.Lease.Duration {
+			live[br.ID] = true
+			continue
+		}
+		// Frozen for a full lease: it has stopped acting. Fence it, so a
+		// paused process that wakes up must re-register (new epoch) and
+		// re-read its partitions before it may lead again.
+		if err := b.meta.FenceBroker(ctx, br.ID, br.Version); err != nil && !errors.Is(err, metastore.ErrConditionFailed) {
+			return err
+		}
+		b.log.Warn("broker declared dead", "broker", br.ID, "incarnation", br.Incarnation)
+	}
+	if !c.lease.StillValid() {
+		return nil
+	}
+	if c.lastLive != nil && maps.Equal(live, c.lastLive) && maps.Equal(restarted, c.lastRestarted) {
+		return nil // nothing changed since the last scan
+	}
+	topics, err := b.meta.Topics(ctx)
+	if err != nil {
+		return err
+	}
+	changed, retry := false, false
+	for _, t := range topics {
+		states, err := b.meta.Partitions(ctx, t.ID)
+		if err != nil {
+			return err
+		}
+		for _, st := range states {
+			next, ok := elect(st, live, restarted)
+			if !ok {
+				continue
+			}
+			if _, ok := c.lease.Valid(); !ok {
+				return nil // lost the lease mid-round: act no further
+			}
+			if _, err := b.meta.UpdatePartition(ctx, next); err != nil {
+				if errors.Is(err, metastore.ErrConditionFailed) || errors.Is(err, metastore.ErrFenced) {
+					retry = true // changed meanwhile: scan again next round
+					continue
+				}
+				return err
+			}
+			changed = true
+			b.log.Info("leader elected", "topic", t.Name, "partition", st.Partition,
+				"leader", next.Leader, "leaderEpoch", next.LeaderEpoch, "isr", next.ISR)
+		}
+	}
+	if !retry {
+		c.lastLive, c.lastRestarted = live, restarted
+	}
+	if changed {
+		return b.reconcile(ctx)
+	}
+	return nil
+}
+
+// elect returns the new state of a partition whose leader is gone (dead or
+// restarted with a possibly unclean disk), or false if nothing changes. The
+// new leader is the first live, not restarted ISR member in replica order;
+// gone members leave the ISR, but the last member stays (it holds what
+// survived, as in Kafka), and if it is the only candidate it leads again.
+func elect(st metastore.PartitionState, live, restarted map[int32]bool) (metastore.PartitionState, bool) {
+	good := func(id int32) bool { return live[id] && !restarted[id] }
+	if st.Leader >= 0 && good(st.Leader) {
+		return st, false
+	}
+	next := st
+	next.ISR = slices.DeleteFunc(slices.Clone(st.ISR), func(id int32) bool { return !good(id) })
+	next.Leader = -1
+	for _, id := range st.Replicas {
+		if slices.Contains(next.ISR, id) {
+			next.Leader = id
+			break
+		}
+	}
+	if next.Leader < 0 {
+		// No clean candidate: keep the last ISR member, and let it lead
+		// once it is live again (its log is all there is).
+		next.ISR = slices.Clone(st.ISR)
+		if len(st.ISR) == 1 && live[st.ISR[0]] {
+			next.Leader = st.ISR[0]
+		}
+	}
+	if next.Leader == st.Leader && slices.Equal(next.ISR, st.ISR) {
+		return st, false
+	}
+	next.LeaderEpoch = st.LeaderEpoch + 1
+	return next, true
+}
