@@ -61,23 +61,26 @@ func (b *Broker) runController() {
 		}
 		ctx, cancel := context.WithTimeout(b.ctx, interval)
 		st, err := lease.Tick(ctx)
-		if err == nil && st.Held {
-			if !wasController {
-				b.log.Info("became controller", "epoch", st.Epoch)
-				c.seen, c.lastLive, c.lastRestarted = map[int32]observed{}, nil, nil
-			}
-			if err := c.duties(ctx); err != nil && b.ctx.Err() == nil {
-				b.log.Warn("controller", "err", err)
-			}
+		held := err == nil && st.Held
+		if held && !wasController {
+			b.log.Info("became controller", "epoch", st.Epoch)
+			c.lastLive, c.lastRestarted = nil, nil
 		}
-		wasController = err == nil && st.Held
+		// Every broker watches the registrations, so a new controller
+		// already knows how long each has been frozen and need not watch
+		// for a full lease first.
+		if err := c.duties(ctx, held); err != nil && b.ctx.Err() == nil {
+			b.log.Warn("controller", "err", err)
+		}
+		wasController = held
 		cancel()
 		t.Reset(interval)
 	}
 }
 
-// duties runs one round: judge liveness, fence the dead, elect leaders.
-func (c *controller) duties(ctx context.Context) error {
+// duties runs one round: judge liveness and, as controller, fence the
+// dead and elect leaders.
+func (c *controller) duties(ctx context.Context, isController bool) error {
 	b := c.b
 	brokers, err := b.meta.Brokers(ctx)
 	if err != nil {
@@ -102,6 +105,9 @@ func (c *controller) duties(ctx context.Context) error {
 			live[br.ID] = true
 			continue
 		}
+		if !isController {
+			continue
+		}
 		// Frozen for a full lease: it has stopped acting. Fence it, so a
 		// paused process that wakes up must re-register (new epoch) and
 		// re-read its partitions before it may lead again.
@@ -110,7 +116,7 @@ func (c *controller) duties(ctx context.Context) error {
 		}
 		b.log.Warn("broker declared dead", "broker", br.ID, "incarnation", br.Incarnation)
 	}
-	if !c.lease.StillValid() {
+	if !isController || !c.lease.StillValid() {
 		return nil
 	}
 	if c.lastLive != nil && maps.Equal(live, c.lastLive) && maps.Equal(restarted, c.lastRestarted) {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/stratamq/strata/brokerfleet/internal/partition"
 	"github.com/stratamq/strata/pkg/metastore"
 )
 
@@ -28,6 +29,12 @@ func (b *Broker) maintainISR() {
 		}
 		changed := false
 		for _, c := range b.isrChanges() {
+			// A member joins the leader's own ISR (so the high watermark
+			// waits for it) before the metastore says it is in sync: an
+			// election may pick any member the metastore lists.
+			if p := b.partitionByID(c.Topic, c.Partition); p != nil {
+				p.SetReplication(b.cfg.NodeID, true, c.Replicas, union(p.ISR(), c.ISR))
+			}
 			ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)
 			_, err := b.meta.UpdatePartition(ctx, c)
 			cancel()
@@ -78,4 +85,25 @@ func (b *Broker) isrChanges() []metastore.PartitionState {
 		}
 	}
 	return out
+}
+
+func union(a, b []int32) []int32 {
+	out := slices.Clone(a)
+	for _, x := range b {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// partitionByID returns the local partition of a topic id, if hosted.
+func (b *Broker) partitionByID(id metastore.TopicID, idx int32) *partition.Partition {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	ts := b.byID[id]
+	if ts == nil || idx < 0 || int(idx) >= len(ts.parts) {
+		return nil
+	}
+	return ts.parts[idx]
 }

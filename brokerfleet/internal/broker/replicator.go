@@ -38,6 +38,24 @@ type fetchLoop struct {
 	parts  atomic.Pointer[[]followed]
 	cancel context.CancelFunc
 	done   chan struct{}
+	connMu sync.Mutex
+	conn   *peerConn // closed on stop to abort a request in flight
+}
+
+func (l *fetchLoop) setConn(c *peerConn) {
+	l.connMu.Lock()
+	l.conn = c
+	l.connMu.Unlock()
+}
+
+func (l *fetchLoop) stop() {
+	l.cancel()
+	l.connMu.Lock()
+	if l.conn != nil {
+		l.conn.close()
+	}
+	l.connMu.Unlock()
+	<-l.done
 }
 
 // replicator runs the fetch loops, one per leader.
@@ -57,8 +75,7 @@ func (r *replicator) update(byLeader map[int32][]followed, addrs map[int32]strin
 	}
 	for id, l := range r.loops {
 		if len(byLeader[id]) == 0 || addrs[id] != l.addr {
-			l.cancel()
-			<-l.done
+			l.stop()
 			delete(r.loops, id)
 		}
 	}
@@ -108,6 +125,7 @@ func (r *replicator) run(ctx context.Context, l *fetchLoop) {
 				continue
 			}
 			conn = c
+			l.setConn(c)
 		}
 		all := *l.parts.Load()
 		if err := r.truncate(conn, all, truncatedAt); err != nil {

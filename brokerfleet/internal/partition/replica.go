@@ -18,6 +18,7 @@ type replica struct {
 // replication is the partition's role as the control plane assigns it.
 // Guarded by Partition.repMu.
 type replication struct {
+	assigned  bool // SetReplication was called
 	self      int32
 	leader    bool
 	replicas  []int32
@@ -33,6 +34,14 @@ func (p *Partition) SetReplication(self int32, leader bool, replicas, isr []int3
 	p.repMu.Lock()
 	r := &p.rep
 	wasLeader := r.leader
+	if !r.assigned && len(replicas) > 1 {
+		// Opened from disk as one of several replicas: the log may end in
+		// batches that were never committed, so the high watermark starts
+		// at the log start and rises as the ISR proves what it holds.
+		p.hwm.Store(p.log.StartOffset())
+		wasLeader = false
+	}
+	r.assigned = true
 	r.self, r.leader = self, leader
 	r.replicas, r.isr = slices.Clone(replicas), slices.Clone(isr)
 	if leader && (!wasLeader || r.followers == nil) {

@@ -1,0 +1,336 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/stratamq/strata/pkg/metastore/dynamo/dynamotest"
+	"github.com/stratamq/strata/pkg/segment"
+)
+
+// fleet is three `brokerfleet serve` processes sharing a DynamoDB table.
+type fleet struct {
+	t        *testing.T
+	endpoint string
+	dirs     [3]string
+	procs    [3]*devProcess
+	lease    time.Duration
+}
+
+func (f *fleet) start(id int) {
+	f.procs[id] = startProcess(f.t, "serve", "-node-id", strconv.Itoa(id), "-listen", "127.0.0.1:0", "-data", f.dirs[id],
+		"-metastore", "dynamodb://strata-failover", "-aws-endpoint", f.endpoint, "-create-table",
+		"-lease", f.lease.String(), "-lease-margin", "500ms", "-replica-lag-max", "2s", "-watch-interval", "200ms",
+		"-log-level", logLevel())
+	p := f.procs[id]
+	f.t.Cleanup(func() {
+		if dir := os.Getenv("STRATA_FAILOVER_LOGS"); dir != "" {
+			name := filepath.Join(dir, fmt.Sprintf("broker-%d-%s.log", id, strings.ReplaceAll(p.addr, ":", "_")))
+			_ = os.WriteFile(name, p.stderr.Bytes(), 0o644)
+		} else if f.t.Failed() {
+			f.t.Logf("broker %d (%s) log:\n%s", id, p.addr, tail(p.stderr.String(), 60))
+		}
+	})
+}
+
+func logLevel() string {
+	if v := os.Getenv("STRATA_FAILOVER_LOGLEVEL"); v != "" {
+		return v
+	}
+	return "info"
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (f *fleet) addrs() []string {
+	var out []string
+	for _, p := range f.procs {
+		if p != nil {
+			out = append(out, p.addr)
+		}
+	}
+	return out
+}
+
+type ack struct {
+	key, value string
+	partition  int32
+	offset     int64
+	at         time.Time
+}
+
+// TestFailoverKill9 kills the leader of partition 0 with SIGKILL five times
+// while idempotent acks=all producers write keyed records, restarting it
+// each time: every acknowledged record is read back exactly once, per-key
+// order holds, and the replicas' logs are identical.
+func TestFailoverKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 60 s multi-process failover run")
+	}
+	run := 60 * time.Second
+	if v := os.Getenv("STRATA_FAILOVER_RUN"); v != "" {
+		d, err := time.ParseDuration(v)
+		require.NoError(t, err)
+		run = d
+	}
+	f := &fleet{t: t, endpoint: dynamotest.StartMinidyn(t), lease: 3 * time.Second}
+	for i := range f.dirs {
+		f.dirs[i] = t.TempDir()
+		f.start(i)
+	}
+	ctx := context.Background()
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(f.addrs()...))
+	require.NoError(t, err)
+	adm := kadm.NewClient(admCl)
+	waitUntil(t, 30*time.Second, "three brokers", func() bool {
+		md, err := adm.Metadata(ctx)
+		return err == nil && len(md.Brokers) == 3
+	})
+	resp, err := adm.CreateTopic(ctx, 3, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, "orders")
+	require.NoError(t, err)
+	require.NoError(t, resp.Err)
+	admCl.Close()
+
+	var mu sync.Mutex
+	var acks []ack
+	var failed int
+	prod, err := kgo.NewClient(kgo.SeedBrokers(f.addrs()...), kgo.DefaultProduceTopic("orders"),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordDeliveryTimeout(2*time.Minute),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
+	require.NoError(t, err)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ { // four producer loops, 25 keys each
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			seq := map[int]int{}
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k := w*25 + i%25
+				seq[k]++
+				r := &kgo.Record{Key: []byte(fmt.Sprintf("key-%03d", k)), Value: []byte(fmt.Sprintf("%03d:%07d", k, seq[k]))}
+				prod.Produce(ctx, r, func(r *kgo.Record, err error) {
+					mu.Lock()
+					defer mu.Unlock()
+					if err != nil {
+						if failed < 5 {
+							t.Logf("produce failed: %v", err)
+						}
+						failed++
+						return
+					}
+					acks = append(acks, ack{string(r.Key), string(r.Value), r.Partition, r.Offset, time.Now()})
+				})
+				time.Sleep(2 * time.Millisecond)
+			}
+		}(w)
+	}
+
+	// Kill the leader of partition 0 five times, spread over the run, each
+	// once partition 0 took writes again after the previous kill.
+	var kills []time.Time
+	ackedSince := func(at time.Time) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for i := len(acks) - 1; i >= 0 && acks[i].at.After(at); i-- {
+			if acks[i].partition == 0 {
+				return true
+			}
+		}
+		return false
+	}
+	for k := 0; k < 5; k++ {
+		time.Sleep(run / 6)
+		if len(kills) > 0 {
+			waitUntil(t, 60*time.Second, "partition 0 to take writes again", func() bool { return ackedSince(kills[len(kills)-1]) })
+		}
+		leader := leaderOf(t, f.addrs(), "orders", 0)
+		require.GreaterOrEqual(t, leader, int32(0), "partition 0 has a leader before kill %d", k+1)
+		p := f.procs[leader]
+		require.NoError(t, p.cmd.Process.Kill())
+		<-p.exited
+		kills = append(kills, time.Now())
+		f.procs[leader] = nil
+		time.Sleep(500 * time.Millisecond)
+		f.start(int(leader))
+	}
+	time.Sleep(run / 6)
+	close(stop)
+	wg.Wait()
+	require.NoError(t, prod.Flush(ctx))
+	prod.Close()
+
+	mu.Lock()
+	defer mu.Unlock()
+	sort.Slice(acks, func(i, j int) bool { return acks[i].at.Before(acks[j].at) })
+	for i, k := range kills {
+		var last, next time.Time
+		for _, a := range acks {
+			if a.partition != 0 {
+				continue
+			}
+			if a.at.Before(k) {
+				last = a.at
+			} else if next.IsZero() {
+				next = a.at
+			}
+		}
+		if !last.IsZero() && !next.IsZero() {
+			t.Logf("kill %d: partition 0 failover (last ack before the kill to first ack after) %v", i+1, next.Sub(last).Round(time.Millisecond))
+			require.Less(t, next.Sub(last), 10*f.lease, "failover %d took too long", i+1)
+		}
+	}
+	t.Logf("%d records acknowledged, %d failed after retries", len(acks), failed)
+	require.Greater(t, len(acks), 1000)
+
+	// Read everything back: each acknowledged record exactly once, in
+	// per-key order, at the offset it was acknowledged with.
+	cons, err := kgo.NewClient(kgo.SeedBrokers(f.addrs()...), kgo.ConsumeTopics("orders"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer cons.Close()
+	type pos struct {
+		p int32
+		o int64
+	}
+	seen := map[string]int{}
+	at := map[string]pos{}
+	lastSeq := map[string]int{}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	ackedValues := map[string]bool{}
+	for _, a := range acks {
+		ackedValues[a.value] = true
+	}
+	found := 0
+	for found < len(ackedValues) {
+		fs := cons.PollFetches(cctx)
+		if cctx.Err() != nil {
+			t.Errorf("found %d of %d acknowledged records", found, len(ackedValues))
+			break
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			v := string(r.Value)
+			seen[v]++
+			at[v] = pos{r.Partition, r.Offset}
+			if ackedValues[v] && seen[v] == 1 {
+				found++
+			}
+			key, seqStr, _ := strings.Cut(v, ":")
+			s, _ := strconv.Atoi(seqStr)
+			require.Greater(t, s, lastSeq[key], "per-key order broken for %s at %d/%d", key, r.Partition, r.Offset)
+			lastSeq[key] = s
+		})
+	}
+	for _, a := range acks {
+		if seen[a.value] != 1 {
+			t.Errorf("acknowledged record %s at %d/%d seen %d times", a.value, a.partition, a.offset, seen[a.value])
+		}
+		if seen[a.value] == 1 {
+			require.Equal(t, pos{a.partition, a.offset}, at[a.value], "record %s at its acknowledged offset", a.value)
+		}
+	}
+	for v, n := range seen {
+		require.Equal(t, 1, n, "record %s stored %d times", v, n)
+	}
+	if t.Failed() {
+		for i, dir := range f.dirs {
+			matches, _ := filepath.Glob(filepath.Join(dir, "logs", "orders-*", "0"))
+			lg, err := segment.Open(segment.Options{FS: segment.OS(), Dir: matches[0]})
+			if err != nil {
+				t.Logf("replica %d: %v", i, err)
+				continue
+			}
+			var epochs []string
+			last := int32(-99)
+			lg.ScanHeaders(0, func(h segment.Header) bool {
+				if h.PartitionLeaderEpoch != last {
+					epochs = append(epochs, fmt.Sprintf("e%d@%d", h.PartitionLeaderEpoch, h.BaseOffset))
+					last = h.PartitionLeaderEpoch
+				}
+				return true
+			})
+			t.Logf("replica %d partition 0: start %d end %d epochs %v", i, lg.StartOffset(), lg.NextOffset(), epochs)
+			lg.Close()
+		}
+	}
+
+	// Stop cleanly and compare the replicas' logs byte for byte.
+	time.Sleep(time.Second)
+	for _, p := range f.procs {
+		require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+		<-p.exited
+	}
+	for part := 0; part < 3; part++ {
+		var logs [][]byte
+		for _, dir := range f.dirs {
+			matches, _ := filepath.Glob(filepath.Join(dir, "logs", "orders-*", strconv.Itoa(part)))
+			require.Len(t, matches, 1, "partition %d in %s", part, dir)
+			lg, err := segment.Open(segment.Options{FS: segment.OS(), Dir: matches[0]})
+			require.NoError(t, err)
+			data, err := lg.Read(nil, lg.StartOffset(), 1<<30, lg.NextOffset())
+			require.NoError(t, err)
+			require.NoError(t, lg.Close())
+			logs = append(logs, data)
+		}
+		for i := 1; i < 3; i++ {
+			require.True(t, bytes.Equal(logs[0], logs[i]), "partition %d: replica in %s differs (%d vs %d bytes)", part, f.dirs[i], len(logs[i]), len(logs[0]))
+		}
+	}
+}
+
+// leaderOf asks the fleet for a partition's leader.
+func leaderOf(t *testing.T, addrs []string, topic string, p int32) int32 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	require.NoError(t, err)
+	defer cl.Close()
+	leader := int32(-1)
+	waitUntil(t, 30*time.Second, "a leader", func() bool {
+		md, err := kadm.NewClient(cl).Metadata(context.Background(), topic)
+		if err != nil {
+			return false
+		}
+		pd, ok := md.Topics[topic].Partitions[p]
+		if !ok || pd.Leader < 0 {
+			return false
+		}
+		leader = pd.Leader
+		return true
+	})
+	return leader
+}
+
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		require.True(t, time.Now().Before(deadline), "timed out waiting for %s", what)
+		time.Sleep(50 * time.Millisecond)
+	}
+}
