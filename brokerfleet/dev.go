@@ -18,7 +18,7 @@ const devHelp = `usage: brokerfleet dev [flags]
 Runs a local Strata cluster with nothing else to install: three brokers
 on 127.0.0.1:9092-9094 (ids 0-2) sharing an embedded metastore, with
 their data under --data (kept across restarts), topics auto-created on
-first use. Prints one line containing "ready" and the
+first use with three replicas. Prints one line containing "ready" and the
 bootstrap address once it serves; SIGINT or SIGTERM shuts it down cleanly.
 
 flags:
@@ -29,6 +29,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	cfg.AutoCreateTopics = true
 	cfg.ClusterID = "strata-dev"
 	cfg.MaintenanceInterval = 10 * time.Second
+	cfg.DefaultReplicationFactor = 0 // min(3, -brokers) unless set
 	listen, logLevel := "127.0.0.1:9092", "info"
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	fs.Usage = func() {
@@ -42,6 +43,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if *brokers < 1 || *brokers > 16 {
 		return usageError{fmt.Errorf("invalid value %d for flag -brokers: want 1 to 16", *brokers)}
+	}
+	if cfg.DefaultReplicationFactor == 0 {
+		cfg.DefaultReplicationFactor = int16(min(3, *brokers))
 	}
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil {

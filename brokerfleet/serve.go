@@ -30,6 +30,14 @@ func brokerFlags(fs *flag.FlagSet, cfg *broker.Config, listen *string, logLevel 
 	fs.Func("default-partitions", fmt.Sprintf("partition count for auto-created topics and CreateTopics with -1 (default %d)", cfg.DefaultPartitions), func(s string) error {
 		return parseInt32(s, &cfg.DefaultPartitions)
 	})
+	fs.Func("default-replication-factor", fmt.Sprintf("replication factor of auto-created topics and CreateTopics with -1 (default %d)", cfg.DefaultReplicationFactor), func(s string) error {
+		var v int32
+		if err := parseInt32(s, &v); err != nil || v < 1 || v > 1<<15-1 {
+			return fmt.Errorf("%q is not a replication factor", s)
+		}
+		cfg.DefaultReplicationFactor = int16(v)
+		return nil
+	})
 	fs.Func("max-request-bytes", fmt.Sprintf("largest request frame accepted; larger ones close the connection (default %d)", cfg.MaxRequestBytes), func(s string) error {
 		return parseInt32(s, &cfg.MaxRequestBytes)
 	})

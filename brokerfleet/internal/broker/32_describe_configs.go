@@ -85,7 +85,7 @@ func (b *Broker) brokerConfigs() []brokerConfig {
 	return []brokerConfig{
 		{"auto.create.topics.enable", strconv.FormatBool(b.cfg.AutoCreateTopics), "Whether Metadata requests create unknown topics.", kmsg.ConfigTypeBoolean},
 		{"broker.id", strconv.Itoa(int(b.cfg.NodeID)), "This broker's node id.", kmsg.ConfigTypeInt},
-		{"default.replication.factor", "1", "Replication factor of topics created with -1.", kmsg.ConfigTypeInt},
+		{"default.replication.factor", strconv.Itoa(int(b.cfg.DefaultReplicationFactor)), "Replication factor of auto-created topics and of topics created with -1.", kmsg.ConfigTypeInt},
 		{"num.partitions", strconv.Itoa(int(b.cfg.DefaultPartitions)), "Partition count of auto-created topics.", kmsg.ConfigTypeInt},
 		{"socket.request.max.bytes", strconv.Itoa(int(b.cfg.MaxRequestBytes)), "The largest request frame accepted.", kmsg.ConfigTypeInt},
 	}

@@ -54,6 +54,10 @@ type Config struct {
 	// DefaultPartitions is the partition count of auto-created topics and of
 	// CreateTopics requests that ask for -1 (num.partitions).
 	DefaultPartitions int32
+	// DefaultReplicationFactor is the replication factor of auto-created
+	// topics and CreateTopics requests that ask for -1
+	// (default.replication.factor).
+	DefaultReplicationFactor int16
 	// TopicDefaults overrides the built-in topic config defaults.
 	TopicDefaults map[string]string
 	// MaxRequestBytes caps a request frame (socket.request.max.bytes); a
@@ -71,15 +75,16 @@ type Config struct {
 // DefaultConfig returns the defaults of `brokerfleet serve`.
 func DefaultConfig() Config {
 	return Config{
-		NodeID:              0,
-		ClusterID:           "strata",
-		DataDir:             "strata-data",
-		DefaultPartitions:   1,
-		MaxRequestBytes:     100 << 20,
-		MaintenanceInterval: 30 * time.Second,
-		Lease:               metastore.LeaseOptions{Duration: 6 * time.Second, Margin: time.Second},
-		WatchInterval:       500 * time.Millisecond,
-		ReplicaLagMax:       10 * time.Second,
+		NodeID:                   0,
+		ClusterID:                "strata",
+		DataDir:                  "strata-data",
+		DefaultPartitions:        1,
+		DefaultReplicationFactor: 1,
+		MaxRequestBytes:          100 << 20,
+		MaintenanceInterval:      30 * time.Second,
+		Lease:                    metastore.LeaseOptions{Duration: 6 * time.Second, Margin: time.Second},
+		WatchInterval:            500 * time.Millisecond,
+		ReplicaLagMax:            10 * time.Second,
 	}
 }
 
@@ -107,6 +112,9 @@ func (c *Config) ValidateSettings() error {
 	}
 	if c.DefaultPartitions < 1 {
 		errs = append(errs, fmt.Errorf("default-partitions: %d is below 1", c.DefaultPartitions))
+	}
+	if c.DefaultReplicationFactor < 1 {
+		errs = append(errs, fmt.Errorf("default-replication-factor: %d is below 1", c.DefaultReplicationFactor))
 	}
 	if c.MaxRequestBytes < 1<<10 {
 		errs = append(errs, fmt.Errorf("max-request-bytes: %d is below 1024", c.MaxRequestBytes))

@@ -162,33 +162,37 @@ func (c *controller) duties(ctx context.Context, isController bool) error {
 }
 
 // elect returns the new state of a partition whose leader is gone (dead or
-// restarted with a possibly unclean disk), or false if nothing changes. The
-// new leader is the first live, not restarted ISR member in replica order;
-// gone members leave the ISR, but the last member stays (it holds what
-// survived, as in Kafka), and if it is the only candidate it leads again.
+// restarted with a possibly unclean disk), or false if nothing changes.
+// The new leader is the first live, not restarted ISR member in replica
+// order, and gone members leave the ISR. With no such member, a live
+// restarted ISR member leads (its log is all there is; this also restores
+// a cluster whose brokers all restarted) and the ISR is kept; with none
+// live, the partition is offline (leader -1) and keeps its ISR for when
+// its members return.
 func elect(st metastore.PartitionState, live, restarted map[int32]bool) (metastore.PartitionState, bool) {
 	good := func(id int32) bool { return live[id] && !restarted[id] }
 	if st.Leader >= 0 && good(st.Leader) {
 		return st, false
 	}
+	firstIn := func(set []int32) int32 {
+		for _, id := range st.Replicas {
+			if slices.Contains(set, id) {
+				return id
+			}
+		}
+		return -1
+	}
 	next := st
-	next.ISR = slices.DeleteFunc(slices.Clone(st.ISR), func(id int32) bool { return !good(id) })
-	next.Leader = -1
-	for _, id := range st.Replicas {
-		if slices.Contains(next.ISR, id) {
-			next.Leader = id
-			break
-		}
-	}
-	if next.Leader < 0 {
-		// No clean candidate: keep the last ISR member, and let it lead
-		// once it is live again (its log is all there is).
+	if inSync := slices.DeleteFunc(slices.Clone(st.ISR), func(id int32) bool { return !good(id) }); len(inSync) > 0 {
+		next.ISR, next.Leader = inSync, firstIn(inSync)
+	} else {
 		next.ISR = slices.Clone(st.ISR)
-		if len(st.ISR) == 1 && live[st.ISR[0]] {
-			next.Leader = st.ISR[0]
-		}
+		next.Leader = firstIn(slices.DeleteFunc(slices.Clone(st.ISR), func(id int32) bool { return !live[id] }))
 	}
-	if next.Leader == st.Leader && slices.Equal(next.ISR, st.ISR) {
+	// A leader that restarted and leads again still gets a new epoch: its
+	// log may have lost a tail the followers hold, and a new epoch makes
+	// them reconcile with it (KIP-101) instead of fetching past its end.
+	if next.Leader == st.Leader && slices.Equal(next.ISR, st.ISR) && !(st.Leader >= 0 && restarted[st.Leader]) {
 		return st, false
 	}
 	next.LeaderEpoch = st.LeaderEpoch + 1

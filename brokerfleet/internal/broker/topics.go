@@ -43,7 +43,7 @@ func (b *Broker) createTopic(ctx context.Context, name string, partitions int32,
 		return nil, fmt.Errorf("%w: %d partitions; at most %d per topic", errInvalidPartitions, partitions, maxPartitionsPerTopic)
 	}
 	if rf == -1 {
-		rf = 1
+		rf = b.cfg.DefaultReplicationFactor
 	}
 	if rf < 1 {
 		return nil, fmt.Errorf("%w: %d; must be at least 1", errInvalidReplication, rf)
