@@ -208,8 +208,47 @@ func TestFailoverKill9(t *testing.T) {
 	t.Logf("%d records acknowledged, %d failed after retries", len(acks), failed)
 	require.Greater(t, len(acks), 1000)
 
-	// Read everything back: each acknowledged record exactly once, in
-	// per-key order, at the offset it was acknowledged with.
+	verifyAcked(t, f, acks)
+
+	stopAndCompareReplicas(t, f, "orders", 3)
+}
+
+// leaderOf asks the fleet for a partition's leader.
+func leaderOf(t *testing.T, addrs []string, topic string, p int32) int32 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	require.NoError(t, err)
+	defer cl.Close()
+	leader := int32(-1)
+	waitUntil(t, 30*time.Second, "a leader", func() bool {
+		md, err := kadm.NewClient(cl).Metadata(context.Background(), topic)
+		if err != nil {
+			return false
+		}
+		pd, ok := md.Topics[topic].Partitions[p]
+		if !ok || pd.Leader < 0 {
+			return false
+		}
+		leader = pd.Leader
+		return true
+	})
+	return leader
+}
+
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		require.True(t, time.Now().Before(deadline), "timed out waiting for %s", what)
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// verifyAcked reads the topic back: each acknowledged record exactly once,
+// in per-key order, at the offset it was acknowledged with.
+func verifyAcked(t *testing.T, f *fleet, acks []ack) {
+	t.Helper()
+	ctx := context.Background()
 	cons, err := kgo.NewClient(kgo.SeedBrokers(f.addrs()...), kgo.ConsumeTopics("orders"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	require.NoError(t, err)
@@ -280,16 +319,21 @@ func TestFailoverKill9(t *testing.T) {
 		}
 	}
 
-	// Stop cleanly and compare the replicas' logs byte for byte.
+}
+
+// stopAndCompareReplicas stops the fleet cleanly and compares the
+// replicas' logs of every partition byte for byte.
+func stopAndCompareReplicas(t *testing.T, f *fleet, topic string, partitions int) {
+	t.Helper()
 	time.Sleep(time.Second)
 	for _, p := range f.procs {
 		require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 		<-p.exited
 	}
-	for part := 0; part < 3; part++ {
+	for part := 0; part < partitions; part++ {
 		var logs [][]byte
 		for _, dir := range f.dirs {
-			matches, _ := filepath.Glob(filepath.Join(dir, "logs", "orders-*", strconv.Itoa(part)))
+			matches, _ := filepath.Glob(filepath.Join(dir, "logs", topic+"-*", strconv.Itoa(part)))
 			require.Len(t, matches, 1, "partition %d in %s", part, dir)
 			lg, err := segment.Open(segment.Options{FS: segment.OS(), Dir: matches[0]})
 			require.NoError(t, err)
@@ -304,33 +348,91 @@ func TestFailoverKill9(t *testing.T) {
 	}
 }
 
-// leaderOf asks the fleet for a partition's leader.
-func leaderOf(t *testing.T, addrs []string, topic string, p int32) int32 {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+// TestPausedLeaderStepsDown SIGSTOPs the leader for twice its lease while
+// producers write: a new leader takes over; after SIGCONT the old one
+// follows, truncates if it must, rejoins the ISR, and nothing acknowledged
+// is lost or duplicated.
+func TestPausedLeaderStepsDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a multi-process pause test")
+	}
+	f := &fleet{t: t, endpoint: dynamotest.StartMinidyn(t), lease: 3 * time.Second}
+	for i := range f.dirs {
+		f.dirs[i] = t.TempDir()
+		f.start(i)
+	}
+	ctx := context.Background()
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(f.addrs()...))
 	require.NoError(t, err)
-	defer cl.Close()
-	leader := int32(-1)
-	waitUntil(t, 30*time.Second, "a leader", func() bool {
-		md, err := kadm.NewClient(cl).Metadata(context.Background(), topic)
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	waitUntil(t, 30*time.Second, "three brokers", func() bool {
+		md, err := adm.Metadata(ctx)
+		return err == nil && len(md.Brokers) == 3
+	})
+	resp, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, "orders")
+	require.NoError(t, err)
+	require.NoError(t, resp.Err)
+
+	var mu sync.Mutex
+	var acks []ack
+	prod, err := kgo.NewClient(kgo.SeedBrokers(f.addrs()...), kgo.DefaultProduceTopic("orders"),
+		kgo.RecordDeliveryTimeout(2*time.Minute), kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
+	require.NoError(t, err)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 1; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			k := i % 20
+			r := &kgo.Record{Key: []byte(fmt.Sprintf("key-%03d", k)), Value: []byte(fmt.Sprintf("%03d:%07d", k, i))}
+			prod.Produce(ctx, r, func(r *kgo.Record, err error) {
+				if err == nil {
+					mu.Lock()
+					acks = append(acks, ack{string(r.Key), string(r.Value), r.Partition, r.Offset, time.Now()})
+					mu.Unlock()
+				}
+			})
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	time.Sleep(3 * time.Second)
+	old := leaderOf(t, f.addrs(), "orders", 0)
+	paused := f.procs[old]
+	require.NoError(t, paused.cmd.Process.Signal(syscall.SIGSTOP))
+	pausedAt := time.Now()
+	var others []string
+	for i, p := range f.procs {
+		if int32(i) != old {
+			others = append(others, p.addr)
+		}
+	}
+	waitUntil(t, 30*time.Second, "a new leader", func() bool { return leaderOf(t, others, "orders", 0) != old })
+	t.Logf("new leader after %v of pause", time.Since(pausedAt).Round(time.Millisecond))
+	time.Sleep(time.Until(pausedAt.Add(2 * f.lease)))
+	require.NoError(t, paused.cmd.Process.Signal(syscall.SIGCONT))
+	waitUntil(t, 60*time.Second, "the old leader back in the ISR", func() bool {
+		md, err := adm.Metadata(ctx, "orders")
 		if err != nil {
 			return false
 		}
-		pd, ok := md.Topics[topic].Partitions[p]
-		if !ok || pd.Leader < 0 {
-			return false
-		}
-		leader = pd.Leader
-		return true
+		p := md.Topics["orders"].Partitions[0]
+		return p.Leader != old && len(p.ISR) == 3
 	})
-	return leader
-}
-
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		require.True(t, time.Now().Before(deadline), "timed out waiting for %s", what)
-		time.Sleep(50 * time.Millisecond)
-	}
+	time.Sleep(2 * time.Second)
+	close(stop)
+	<-done
+	require.NoError(t, prod.Flush(ctx))
+	prod.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("%d records acknowledged", len(acks))
+	require.Greater(t, len(acks), 1000)
+	verifyAcked(t, f, acks)
+	stopAndCompareReplicas(t, f, "orders", 1)
 }
