@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 
@@ -20,9 +21,9 @@ import (
 const benchHelp = `usage: brokerfleet bench [flags]
 
 Measures produce and fetch throughput and one-in-flight produce latency
-(acks=all) against a Strata broker writing its log to disk and, in the same
-run, against franz-go's in-memory kfake as the baseline, and prints both
-with their ratio.
+(acks=all) against Strata writing its logs to disk, as one broker and as
+three brokers replicating three ways, and, in the same run, against
+franz-go's in-memory kfake as the baseline, and prints them with ratios.
 
 flags:
 `
@@ -43,7 +44,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.Compression, "compression", cfg.Compression, "producer compression: none, gzip, snappy, lz4 or zstd")
 	fs.BoolVar(&cfg.Text, "text", false, "compressible values (random letters) instead of random bytes")
 	dataDir := fs.String("data", "", "directory for the Strata broker's log (default: a temporary directory, removed afterwards)")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the Strata run (broker and client) to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write CPU profiles of the Strata runs (brokers and client) to FILE.1brokers and FILE.3brokers")
 	if err := parseFlags(fs, args, stderr, false); err != nil {
 		return err
 	}
@@ -57,60 +58,78 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	base, err := bench.Run(ctx, cfg, "kfake", fake.ListenAddrs()[0])
+	base, err := bench.Run(ctx, cfg, "kfake", 1, fake.ListenAddrs()[0])
 	fake.Close()
 	if err != nil {
 		return err
 	}
 	runtime.GC()
 
-	dir := *dataDir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "strata-bench-"); err != nil {
+	for _, shape := range []struct{ brokers, rf int }{{1, 1}, {3, 3}} {
+		res, err := benchStrata(ctx, cfg, shape.brokers, shape.rf, *dataDir, *cpuProfile, stderr, stdout)
+		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(dir)
+		fmt.Fprintln(stdout)
+		fmt.Fprintf(stdout, "== strata: %d broker(s) in this process, replication factor %d, logs on disk\n", shape.brokers, shape.rf)
+		bench.Report(stdout, cfg, res, base)
+		fmt.Fprintln(stdout)
+		runtime.GC()
 	}
-	fmt.Fprintf(stdout, "strata: one broker, log on disk under %s\n", dir)
-	bcfg := broker.DefaultConfig()
-	bcfg.DataDir = dir
+	return nil
+}
+
+// benchStrata runs the workload against n in-process brokers sharing an
+// embedded metastore.
+func benchStrata(ctx context.Context, cfg bench.Config, n, rf int, dataDir, cpuProfile string, stderr, stdout io.Writer) (bench.Result, error) {
+	dir := dataDir
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "strata-bench-"); err != nil {
+			return bench.Result{}, err
+		}
+		defer os.RemoveAll(dir)
+	} else {
+		dir = filepath.Join(dir, fmt.Sprintf("%d-brokers-rf%d", n, rf))
+	}
+	fmt.Fprintf(stdout, "strata: %d broker(s), replication factor %d, logs under %s\n", n, rf, dir)
 	mf := metaFlags{spec: "embedded"}
 	meta, closer, err := mf.open(ctx, dir)
 	if err != nil {
-		return err
+		return bench.Result{}, err
 	}
 	defer closer.Close()
-	bcfg.Meta = meta
-	bcfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	b, err := broker.New(bcfg)
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	defer b.Close()
-	go b.Serve(ln)
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+	var addrs []string
+	for i := 0; i < n; i++ {
+		bcfg := broker.DefaultConfig()
+		bcfg.NodeID = int32(i)
+		bcfg.DataDir = filepath.Join(dir, fmt.Sprintf("broker-%d", i))
+		bcfg.Meta = meta
+		bcfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return fmt.Errorf("flag -cpuprofile: %w", err)
+			return bench.Result{}, err
+		}
+		bcfg.Advertise = ln.Addr().String()
+		b, err := broker.New(bcfg)
+		if err != nil {
+			ln.Close()
+			return bench.Result{}, err
+		}
+		defer b.Close()
+		go b.Serve(ln)
+		addrs = append(addrs, ln.Addr().String())
+	}
+	if cpuProfile != "" {
+		f, err := os.Create(fmt.Sprintf("%s.%dbrokers", cpuProfile, n))
+		if err != nil {
+			return bench.Result{}, fmt.Errorf("flag -cpuprofile: %w", err)
 		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
+			return bench.Result{}, err
 		}
+		defer pprof.StopCPUProfile()
 	}
-	res, err := bench.Run(ctx, cfg, "strata", ln.Addr().String())
-	if *cpuProfile != "" {
-		pprof.StopCPUProfile()
-	}
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(stdout)
-	bench.Report(stdout, cfg, res, base)
-	return nil
+	return bench.Run(ctx, cfg, "strata", rf, addrs...)
 }

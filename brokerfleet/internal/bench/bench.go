@@ -69,17 +69,17 @@ type Result struct {
 	FetchTime   time.Duration
 }
 
-// Run benchmarks the broker at addr.
-func Run(ctx context.Context, cfg Config, target, addr string) (Result, error) {
+// Run benchmarks the cluster at addrs with a topic of rf replicas.
+func Run(ctx context.Context, cfg Config, target string, rf int, addrs ...string) (Result, error) {
 	res := Result{Target: target}
 	topic := fmt.Sprintf("bench-%d", time.Now().UnixNano())
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
 	if err != nil {
 		return res, err
 	}
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
-	if r, err := adm.CreateTopic(ctx, cfg.Partitions, 1, nil, topic); err != nil || r.Err != nil {
+	if r, err := adm.CreateTopic(ctx, cfg.Partitions, int16(rf), nil, topic); err != nil || r.Err != nil {
 		return res, fmt.Errorf("create topic on %s: %v %v", target, err, r.Err)
 	}
 
@@ -96,7 +96,7 @@ func Run(ctx context.Context, cfg Config, target, addr string) (Result, error) {
 	}
 
 	// Produce throughput: acks=all, idempotent, many batches in flight.
-	prod, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic),
+	prod, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0), kgo.ProducerBatchCompression(codecs[cfg.Compression]),
 		kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedBytes(256<<20))
 	if err != nil {
@@ -125,7 +125,7 @@ func Run(ctx context.Context, cfg Config, target, addr string) (Result, error) {
 	res.ProduceMBps = float64(n*int64(cfg.RecordBytes)) / 1e6 / res.ProduceTime.Seconds()
 
 	// Fetch throughput: one consumer reads everything from the start.
-	cons, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic),
+	cons, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(8<<20))
 	if err != nil {
 		return res, err

@@ -287,10 +287,10 @@ func (r *replicator) apply(parts []followed, resp *kmsg.FetchResponse, log inter
 				continue
 			}
 			if rp.ErrorCode != 0 {
-				// NOT_LEADER, FENCED/UNKNOWN_LEADER_EPOCH: the metastore
-				// watcher brings the new state; OFFSET_OUT_OF_RANGE needs
-				// truncation by leader epoch, which arrives with failover.
-				if rp.ErrorCode != kerr.NotLeaderForPartition.Code {
+				// NOT_LEADER, UNKNOWN_TOPIC (the leader has not applied a
+				// new topic yet), FENCED/UNKNOWN_LEADER_EPOCH: the metastore
+				// watcher brings the new state.
+				if rp.ErrorCode != kerr.NotLeaderForPartition.Code && rp.ErrorCode != kerr.UnknownTopicOrPartition.Code {
 					log.Warn("replica fetch error", "topic", rt.Topic, "partition", rp.Partition, "err", kerr.ErrorForCode(rp.ErrorCode))
 				}
 				continue
