@@ -46,11 +46,18 @@ func startReplCluster(t *testing.T, lag time.Duration) *replCluster {
 // partitionMeta returns a partition's metadata as broker 0 sees it.
 func (rc *replCluster) partitionMeta(t *testing.T, topicName string, p int32) (kmsg.MetadataResponseTopicPartition, [16]byte) {
 	t.Helper()
+	return rc.partitionMetaFrom(t, rc.brokers[0].Addr, topicName, p)
+}
+
+// partitionMetaFrom returns a partition's metadata as the broker at addr
+// (or any broker its client picks) sees it.
+func (rc *replCluster) partitionMetaFrom(t *testing.T, addr, topicName string, p int32) (kmsg.MetadataResponseTopicPartition, [16]byte) {
+	t.Helper()
 	req := kmsg.NewPtrMetadataRequest()
 	rt := kmsg.NewMetadataRequestTopic()
 	rt.Topic = kmsg.StringPtr(topicName)
 	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(context.Background(), brokertest.Client(t, rc.brokers[0].Addr))
+	resp, err := req.RequestWith(context.Background(), brokertest.Client(t, addr))
 	require.NoError(t, err)
 	require.Greater(t, len(resp.Topics[0].Partitions), int(p))
 	return resp.Topics[0].Partitions[p], resp.Topics[0].TopicID
