@@ -62,6 +62,31 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
+// startFleet starts three brokers (lease 3 s) and creates the topic
+// "orders" with the given partitions, three replicas each and
+// min.insync.replicas=2.
+func startFleet(t *testing.T, partitions int32) *fleet {
+	t.Helper()
+	f := &fleet{t: t, endpoint: dynamotest.StartMinidyn(t), lease: 3 * time.Second}
+	for i := range f.dirs {
+		f.dirs[i] = t.TempDir()
+		f.start(i)
+	}
+	ctx := context.Background()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(f.addrs()...))
+	require.NoError(t, err)
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	waitUntil(t, 30*time.Second, "three brokers", func() bool {
+		md, err := adm.Metadata(ctx)
+		return err == nil && len(md.Brokers) == 3
+	})
+	resp, err := adm.CreateTopic(ctx, partitions, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, "orders")
+	require.NoError(t, err)
+	require.NoError(t, resp.Err)
+	return f
+}
+
 func (f *fleet) addrs() []string {
 	var out []string
 	for _, p := range f.procs {
@@ -93,23 +118,8 @@ func TestFailoverKill9(t *testing.T) {
 		require.NoError(t, err)
 		run = d
 	}
-	f := &fleet{t: t, endpoint: dynamotest.StartMinidyn(t), lease: 3 * time.Second}
-	for i := range f.dirs {
-		f.dirs[i] = t.TempDir()
-		f.start(i)
-	}
+	f := startFleet(t, 3)
 	ctx := context.Background()
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(f.addrs()...))
-	require.NoError(t, err)
-	adm := kadm.NewClient(admCl)
-	waitUntil(t, 30*time.Second, "three brokers", func() bool {
-		md, err := adm.Metadata(ctx)
-		return err == nil && len(md.Brokers) == 3
-	})
-	resp, err := adm.CreateTopic(ctx, 3, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, "orders")
-	require.NoError(t, err)
-	require.NoError(t, resp.Err)
-	admCl.Close()
 
 	var mu sync.Mutex
 	var acks []ack
@@ -356,23 +366,12 @@ func TestPausedLeaderStepsDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a multi-process pause test")
 	}
-	f := &fleet{t: t, endpoint: dynamotest.StartMinidyn(t), lease: 3 * time.Second}
-	for i := range f.dirs {
-		f.dirs[i] = t.TempDir()
-		f.start(i)
-	}
+	f := startFleet(t, 1)
 	ctx := context.Background()
 	admCl, err := kgo.NewClient(kgo.SeedBrokers(f.addrs()...))
 	require.NoError(t, err)
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
-	waitUntil(t, 30*time.Second, "three brokers", func() bool {
-		md, err := adm.Metadata(ctx)
-		return err == nil && len(md.Brokers) == 3
-	})
-	resp, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, "orders")
-	require.NoError(t, err)
-	require.NoError(t, resp.Err)
 
 	var mu sync.Mutex
 	var acks []ack
