@@ -45,6 +45,7 @@ func brokerFlags(fs *flag.FlagSet, cfg *broker.Config, listen *string, logLevel 
 	fs.DurationVar(&cfg.Lease.Duration, "lease", cfg.Lease.Duration, "broker registration lease; a broker that cannot renew it stops accepting writes after lease minus lease-margin")
 	fs.DurationVar(&cfg.Lease.Margin, "lease-margin", cfg.Lease.Margin, "safety margin subtracted from the lease")
 	fs.DurationVar(&cfg.WatchInterval, "watch-interval", cfg.WatchInterval, "how often the metastore is polled for metadata changes (one read each)")
+	fs.DurationVar(&cfg.ReassignAfter, "reassign-after", cfg.ReassignAfter, "the controller moves the replicas of a broker dead this long to other live brokers")
 	fs.DurationVar(&cfg.ReplicaLagMax, "replica-lag-max", cfg.ReplicaLagMax, "a follower that has not caught up for this long leaves the ISR (replica.lag.time.max.ms)")
 	cfg.TopicDefaults = map[string]string{}
 	fs.Var(kvFlag(cfg.TopicDefaults), "topic-default", "default topic config as key=value, repeatable (for example retention.ms=3600000)")

@@ -298,7 +298,7 @@ func (b *Broker) handOver() {
 			if st.Leader != b.cfg.NodeID {
 				continue
 			}
-			next, ok := elect(st, live, nil)
+			next, ok := elect(st, live, nil, false)
 			if ok && next.Leader >= 0 && next.Leader != b.cfg.NodeID {
 				moves = append(moves, next)
 			}

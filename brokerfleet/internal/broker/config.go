@@ -40,6 +40,9 @@ type Config struct {
 	// DialPeer opens connections to other brokers (follower fetches); nil
 	// means a plain TCP dial. Tests use it to cut links between brokers.
 	DialPeer func(ctx context.Context, addr string) (net.Conn, error)
+	// ReassignAfter is how long a broker must be dead before the controller
+	// moves its replicas to other live brokers.
+	ReassignAfter time.Duration
 	// ReplicaLagMax is how long a follower may go without catching up to
 	// the leader's log end before the leader drops it from the ISR
 	// (replica.lag.time.max.ms).
@@ -85,6 +88,7 @@ func DefaultConfig() Config {
 		Lease:                    metastore.LeaseOptions{Duration: 6 * time.Second, Margin: time.Second},
 		WatchInterval:            500 * time.Millisecond,
 		ReplicaLagMax:            10 * time.Second,
+		ReassignAfter:            10 * time.Minute,
 	}
 }
 
@@ -121,6 +125,9 @@ func (c *Config) ValidateSettings() error {
 	}
 	if err := c.Lease.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("lease: %w", err))
+	}
+	if c.ReassignAfter <= 0 {
+		errs = append(errs, fmt.Errorf("reassign-after: %v is not positive", c.ReassignAfter))
 	}
 	if c.ReplicaLagMax <= 0 {
 		errs = append(errs, fmt.Errorf("replica-lag-max: %v is not positive", c.ReplicaLagMax))

@@ -29,6 +29,10 @@ type controller struct {
 	// scanned partitions; partitions are only scanned again when this
 	// changes, so an idle cluster costs no per-topic reads.
 	lastLive, lastRestarted map[int32]bool
+	// deadSince is when each not-live broker was first judged so;
+	// reassigned marks those whose replicas were moved to live brokers.
+	deadSince  map[int32]time.Time
+	reassigned map[int32]bool
 }
 
 type observed struct {
@@ -45,7 +49,7 @@ func (b *Broker) runController() {
 		b.log.Error("controller lease", "err", err)
 		return
 	}
-	c := &controller{b: b, lease: lease, seen: map[int32]observed{}}
+	c := &controller{b: b, lease: lease, seen: map[int32]observed{}, deadSince: map[int32]time.Time{}, reassigned: map[int32]bool{}}
 	interval := b.cfg.Lease.Duration / 3
 	t := time.NewTimer(interval)
 	defer t.Stop()
@@ -116,10 +120,26 @@ func (c *controller) duties(ctx context.Context, isController bool) error {
 		}
 		b.log.Warn("broker declared dead", "broker", br.ID, "incarnation", br.Incarnation)
 	}
+	racks := map[int32]string{}
+	for _, br := range brokers {
+		racks[br.ID] = br.Rack
+		if live[br.ID] {
+			delete(c.deadSince, br.ID)
+			delete(c.reassigned, br.ID)
+		} else if _, ok := c.deadSince[br.ID]; !ok {
+			c.deadSince[br.ID] = now
+		}
+	}
+	due := map[int32]bool{} // dead long enough for their replicas to move
+	for id, since := range c.deadSince {
+		if now.Sub(since) >= b.cfg.ReassignAfter && !c.reassigned[id] {
+			due[id] = true
+		}
+	}
 	if !isController || !c.lease.StillValid() {
 		return nil
 	}
-	if c.lastLive != nil && maps.Equal(live, c.lastLive) && maps.Equal(restarted, c.lastRestarted) {
+	if len(due) == 0 && c.lastLive != nil && maps.Equal(live, c.lastLive) && maps.Equal(restarted, c.lastRestarted) {
 		return nil // nothing changed since the last scan
 	}
 	topics, err := b.meta.Topics(ctx)
@@ -132,8 +152,15 @@ func (c *controller) duties(ctx context.Context, isController bool) error {
 		if err != nil {
 			return err
 		}
+		cfg, err := b.defaults.Resolve(t.Configs)
+		if err != nil {
+			continue
+		}
 		for _, st := range states {
-			next, ok := elect(st, live, restarted)
+			next, ok := elect(st, live, restarted, cfg.UncleanElection)
+			if moved, ok2 := c.reassign(next, live, racks); ok2 {
+				next, ok = moved, true
+			}
 			if !ok {
 				continue
 			}
@@ -154,6 +181,9 @@ func (c *controller) duties(ctx context.Context, isController bool) error {
 	}
 	if !retry {
 		c.lastLive, c.lastRestarted = live, restarted
+		for id := range due {
+			c.reassigned[id] = true
+		}
 	}
 	if changed {
 		return b.reconcile(ctx)
@@ -169,7 +199,7 @@ func (c *controller) duties(ctx context.Context, isController bool) error {
 // a cluster whose brokers all restarted) and the ISR is kept; with none
 // live, the partition is offline (leader -1) and keeps its ISR for when
 // its members return.
-func elect(st metastore.PartitionState, live, restarted map[int32]bool) (metastore.PartitionState, bool) {
+func elect(st metastore.PartitionState, live, restarted map[int32]bool, unclean bool) (metastore.PartitionState, bool) {
 	good := func(id int32) bool { return live[id] && !restarted[id] }
 	if st.Leader >= 0 && good(st.Leader) {
 		return st, false
@@ -188,6 +218,13 @@ func elect(st metastore.PartitionState, live, restarted map[int32]bool) (metasto
 	} else {
 		next.ISR = slices.Clone(st.ISR)
 		next.Leader = firstIn(slices.DeleteFunc(slices.Clone(st.ISR), func(id int32) bool { return !live[id] }))
+		if next.Leader < 0 && unclean {
+			// The topic prefers availability: any live replica leads, and
+			// whatever the ISR had beyond its log is lost.
+			if r := firstIn(slices.DeleteFunc(slices.Clone(st.Replicas), func(id int32) bool { return !live[id] })); r >= 0 {
+				next.Leader, next.ISR = r, []int32{r}
+			}
+		}
 	}
 	// A leader that restarted and leads again still gets a new epoch: its
 	// log may have lost a tail the followers hold, and a new epoch makes
@@ -197,4 +234,46 @@ func elect(st metastore.PartitionState, live, restarted map[int32]bool) (metasto
 	}
 	next.LeaderEpoch = st.LeaderEpoch + 1
 	return next, true
+}
+
+// reassign replaces the replicas of brokers dead for longer than
+// ReassignAfter with live brokers that have none, preferring racks the
+// partition does not use yet. The newcomer starts empty, catches up from
+// the leader and joins the ISR like any follower.
+func (c *controller) reassign(st metastore.PartitionState, live map[int32]bool, racks map[int32]string) (metastore.PartitionState, bool) {
+	now := time.Now()
+	next := st
+	changed := false
+	for i, r := range st.Replicas {
+		since, dead := c.deadSince[r]
+		if !dead || now.Sub(since) < c.b.cfg.ReassignAfter || r == next.Leader {
+			continue
+		}
+		used := map[string]bool{}
+		for _, o := range next.Replicas {
+			if o != r {
+				used[racks[o]] = true
+			}
+		}
+		best := int32(-1)
+		for id := range live {
+			if slices.Contains(next.Replicas, id) {
+				continue
+			}
+			if best < 0 || (!used[racks[id]] && used[racks[best]]) || (used[racks[id]] == used[racks[best]] && id < best) {
+				best = id
+			}
+		}
+		if best < 0 {
+			continue // no spare broker: the partition runs with fewer replicas
+		}
+		if !changed {
+			next.Replicas = slices.Clone(st.Replicas)
+			changed = true
+		}
+		next.Replicas[i] = best
+		next.ISR = slices.DeleteFunc(slices.Clone(next.ISR), func(id int32) bool { return id == r })
+		c.b.log.Info("replica reassigned", "partition", st.Partition, "from", r, "to", best)
+	}
+	return next, changed
 }

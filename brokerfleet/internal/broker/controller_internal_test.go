@@ -38,7 +38,7 @@ func TestElect(t *testing.T) {
 		{"already offline and still nobody: no change", st(-1, 0, 1), set(2), nil, false, -1, []int32{0, 1}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			next, changed := elect(c.in, c.live, c.restarted)
+			next, changed := elect(c.in, c.live, c.restarted, false)
 			require.Equal(t, c.changed, changed)
 			require.Equal(t, c.leader, next.Leader)
 			require.Equal(t, c.isr, next.ISR)
@@ -47,4 +47,16 @@ func TestElect(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestUncleanElection(t *testing.T) {
+	st := metastore.PartitionState{Replicas: []int32{0, 1, 2}, Leader: 0, LeaderEpoch: 1, ISR: []int32{0}}
+	clean, changed := elect(st, map[int32]bool{2: true}, nil, false)
+	require.True(t, changed)
+	require.Equal(t, int32(-1), clean.Leader, "clean: offline rather than lose acknowledged records")
+	unclean, changed := elect(st, map[int32]bool{2: true}, nil, true)
+	require.True(t, changed)
+	require.Equal(t, int32(2), unclean.Leader)
+	require.Equal(t, []int32{2}, unclean.ISR)
+	require.Equal(t, int32(2), unclean.LeaderEpoch)
 }

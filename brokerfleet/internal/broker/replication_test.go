@@ -16,6 +16,7 @@ import (
 
 	"github.com/stratamq/strata/brokerfleet/internal/broker"
 	"github.com/stratamq/strata/brokerfleet/internal/brokertest"
+	"github.com/stratamq/strata/pkg/metastore"
 	"github.com/stratamq/strata/pkg/segment"
 )
 
@@ -209,4 +210,68 @@ func leaderEndOf(t *testing.T, cl *kgo.Client, topicName string) int64 {
 	resp, err := req.RequestWith(context.Background(), cl)
 	require.NoError(t, err)
 	return resp.Topics[0].Partitions[0].Offset
+}
+
+// TestReplicasMoveOffADeadBroker: with four brokers and three replicas,
+// the replica of a broker that stays dead moves to the spare broker, which
+// catches up and joins the ISR.
+func TestReplicasMoveOffADeadBroker(t *testing.T) {
+	meta := brokertest.NewMeta(t)
+	var brokers []*brokertest.Broker
+	for id := 0; id < 4; id++ {
+		brokers = append(brokers, brokertest.Start(t, func(c *broker.Config) {
+			c.Meta, c.NodeID, c.ReplicaLagMax, c.ReassignAfter = meta, int32(id), time.Second, 500*time.Millisecond
+			c.Lease = metastore.LeaseOptions{Duration: 1500 * time.Millisecond, Margin: 300 * time.Millisecond}
+		}))
+	}
+	for _, b := range brokers {
+		waitFor(t, "all brokers registered", func() bool { return len(metadataOnConn(t, b.Addr).Brokers) == 4 })
+	}
+	brokertest.CreateTopicRF(t, brokers[0].Addr, "moving", 1, 3, map[string]*string{"min.insync.replicas": strp("2")})
+	partition := func(addr string) kmsg.MetadataResponseTopicPartition {
+		for _, tp := range metadataOnConn(t, addr).Topics {
+			if *tp.Topic == "moving" && len(tp.Partitions) == 1 {
+				return tp.Partitions[0]
+			}
+		}
+		return kmsg.MetadataResponseTopicPartition{}
+	}
+	var before kmsg.MetadataResponseTopicPartition
+	waitFor(t, "the topic", func() bool { before = partition(brokers[0].Addr); return len(before.Replicas) == 3 })
+	prod := brokertest.Client(t, brokers[0].Addr, kgo.DefaultProduceTopic("moving"))
+	ctx := context.Background()
+	for i := 0; i < 100; i++ {
+		require.NoError(t, prod.ProduceSync(ctx, &kgo.Record{Value: []byte(fmt.Sprint(i))}).FirstErr())
+	}
+	var victim, spare int32 = -1, -1
+	for _, r := range before.Replicas {
+		if r != before.Leader {
+			victim = r
+		}
+	}
+	for id := int32(0); id < 4; id++ {
+		if !slices.Contains(before.Replicas, id) {
+			spare = id
+		}
+	}
+	require.NoError(t, brokers[victim].Broker.Close())
+	leaderAddr := brokers[before.Leader].Addr
+	waitFor(t, "the replica to move to the spare broker and join the ISR", func() bool {
+		p := partition(leaderAddr)
+		return slices.Contains(p.Replicas, spare) && !slices.Contains(p.Replicas, victim) && len(p.ISR) == 3
+	})
+	for i := 100; i < 200; i++ {
+		require.NoError(t, prod.ProduceSync(ctx, &kgo.Record{Value: []byte(fmt.Sprint(i))}).FirstErr())
+	}
+	// The newcomer holds the whole log: it can lead after the old leader
+	// hands over.
+	require.NoError(t, brokers[before.Leader].Broker.Close())
+	var others []*brokertest.Broker
+	for id, b := range brokers {
+		if int32(id) != victim && int32(id) != before.Leader {
+			others = append(others, b)
+		}
+	}
+	got := consumeAll(t, others[0].Addr, "moving", 200)
+	require.Len(t, got[0], 200)
 }

@@ -44,6 +44,12 @@ func (p *Partition) SetReplication(self int32, leader bool, replicas, isr []int3
 	r.assigned = true
 	r.self, r.leader = self, leader
 	r.replicas, r.isr = slices.Clone(replicas), slices.Clone(isr)
+	if leader && !wasLeader {
+		// A follower's whole log is durable as its mode demands (fsync
+		// topics fsync every replicated append), so it is the new
+		// leader's own end.
+		r.durable = max(r.durable, p.log.NextOffset())
+	}
 	if leader && (!wasLeader || r.followers == nil) {
 		// Fresh leadership: followers' progress is unknown until they
 		// fetch; a follower counts as caught up from now, so it gets a full

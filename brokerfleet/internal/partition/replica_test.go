@@ -76,3 +76,22 @@ func TestFollowerAppendsVerbatim(t *testing.T) {
 	require.True(t, res.Duplicate)
 	require.EqualValues(t, 4, res.BaseOffset)
 }
+
+// TestPromotedFollowerAdvancesHighWatermark: a follower that becomes
+// leader counts its whole log as its own end, so followers' fetches move
+// the high watermark without a new append.
+func TestPromotedFollowerAdvancesHighWatermark(t *testing.T) {
+	leader, _ := newPartition(t, segment.NewMemFS(), testConfig("replicated"), time.Now)
+	follower, _ := newPartition(t, segment.NewMemFS(), testConfig("replicated"), time.Now)
+	follower.SetReplication(2, false, []int32{1, 2, 3}, []int32{1, 2, 3})
+	for i := 0; i < 3; i++ {
+		mustAppend(t, leader, plain(7, 8))
+	}
+	data, err := leader.ReadUncommitted(nil, 0, 1<<20)
+	require.NoError(t, err)
+	require.NoError(t, follower.AppendReplica(data, 4)) // it learned HWM 4 of 6
+	follower.SetReplication(2, true, []int32{1, 2, 3}, []int32{2, 3})
+	require.EqualValues(t, 4, follower.HighWatermark())
+	follower.ReplicaFetched(3, 6)
+	require.EqualValues(t, 6, follower.HighWatermark())
+}

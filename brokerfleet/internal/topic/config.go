@@ -21,6 +21,7 @@ const (
 	CleanupPolicy        = "cleanup.policy"
 	MessageTimestampType = "message.timestamp.type"
 	Durability           = "strata.durability"
+	UncleanElection      = "unclean.leader.election.enable"
 )
 
 // Durability modes (strata.durability).
@@ -49,6 +50,7 @@ type Config struct {
 	MinInsyncReplicas int32
 	LogAppendTime     bool
 	Durability        string
+	UncleanElection   bool // a live out-of-sync replica may lead when no ISR member is live
 }
 
 // Kind is a config value's type, as DescribeConfigs reports it.
@@ -56,10 +58,11 @@ type Kind int8
 
 // Kinds, numbered as Kafka's ConfigType.
 const (
-	KindString Kind = 2
-	KindInt    Kind = 3
-	KindLong   Kind = 5
-	KindList   Kind = 7
+	KindBoolean Kind = 1
+	KindString  Kind = 2
+	KindInt     Kind = 3
+	KindLong    Kind = 5
+	KindList    Kind = 7
 )
 
 // Def describes one config key.
@@ -135,6 +138,19 @@ var defs = []Def{
 			n, err := parseInt(v, 1, math.MaxInt64/int64(time.Millisecond))
 			c.SegmentAge = time.Duration(n) * time.Millisecond
 			return err
+		}},
+	{Name: UncleanElection, Kind: KindBoolean, Default: "false",
+		Doc: "Whether a replica outside the ISR may become leader when no in-sync replica is live: availability at the price of losing acknowledged records.",
+		parse: func(v string, c *Config) error {
+			switch strings.TrimSpace(v) {
+			case "true":
+				c.UncleanElection = true
+			case "false":
+				c.UncleanElection = false
+			default:
+				return fmt.Errorf("%q is not true or false", v)
+			}
+			return nil
 		}},
 	{Name: Durability, Kind: KindString, Default: DurabilityReplicated,
 		Doc: "When a produce with acks=all is acknowledged: \"replicated\" (in memory of min.insync.replicas replicas) or \"fsync\" (fsynced on them). \"object\" (in S3 before the ack) arrives with the S3 tier.",

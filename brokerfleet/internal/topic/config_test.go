@@ -338,7 +338,7 @@ func TestDefsAndLookup(t *testing.T) {
 	keys := []string{
 		topic.RetentionMs, topic.RetentionBytes, topic.SegmentBytes, topic.SegmentMs,
 		topic.MaxMessageBytes, topic.MinInsyncReplicas, topic.CleanupPolicy,
-		topic.MessageTimestampType, topic.Durability,
+		topic.MessageTimestampType, topic.Durability, topic.UncleanElection,
 	}
 	defs := topic.Defs()
 	require.Len(t, defs, len(keys))
@@ -358,6 +358,7 @@ func TestDefsAndLookup(t *testing.T) {
 		topic.SegmentBytes:         topic.KindInt,
 		topic.SegmentMs:            topic.KindLong,
 		topic.Durability:           topic.KindString,
+		topic.UncleanElection:      topic.KindBoolean,
 	}
 	for _, key := range keys {
 		def, ok := topic.Lookup(key)
