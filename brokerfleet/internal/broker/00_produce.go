@@ -46,6 +46,9 @@ func (b *Broker) handleProduce(cc *clientConn, req *kmsg.ProduceRequest) func() 
 			if err != nil {
 				sp.ErrorCode = errCodeOf(err)
 				sp.ErrorMessage = errorMessage(err)
+				if sp.ErrorCode == kerr.NotLeaderForPartition.Code && req.Version >= 10 {
+					b.hintLeader(resp, sp, rt.Topic, rp.Partition)
+				}
 				continue
 			}
 			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = res.BaseOffset, res.LogAppendTime, res.LogStart
@@ -149,4 +152,23 @@ func (b *Broker) produceOne(req *kmsg.ProduceRequest, topicName string, idx int3
 		return nil, partition.AppendResult{}, err
 	}
 	return p, res, nil
+}
+
+// hintLeader fills a NOT_LEADER_OR_FOLLOWER answer with the current leader
+// and its address (KIP-951), so the client re-routes without a metadata
+// round trip.
+func (b *Broker) hintLeader(resp *kmsg.ProduceResponse, sp *kmsg.ProduceResponseTopicPartition, topicName string, idx int32) {
+	leader, epoch, host, port, ok := b.currentLeader(topicName, idx)
+	if !ok || leader == b.cfg.NodeID {
+		return
+	}
+	sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = leader, epoch
+	for _, br := range resp.Brokers {
+		if br.NodeID == leader {
+			return
+		}
+	}
+	br := kmsg.NewProduceResponseBroker()
+	br.NodeID, br.Host, br.Port = leader, host, port
+	resp.Brokers = append(resp.Brokers, br)
 }

@@ -104,6 +104,11 @@ func (b *Broker) readFetch(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bo
 			case p == nil:
 				sp.ErrorCode = code
 				stop = true
+				if code == kerr.NotLeaderForPartition.Code {
+					if leader, epoch, _, _, ok := b.currentLeader(rt.Topic, rp.Partition); ok && leader != b.cfg.NodeID {
+						sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = leader, epoch
+					}
+				}
 			case rp.CurrentLeaderEpoch > p.LeaderEpoch():
 				sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
 				stop = true

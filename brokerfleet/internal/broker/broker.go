@@ -499,3 +499,26 @@ func (b *Broker) clusterBrokers() []metastore.Broker {
 	slices.SortFunc(out, func(x, y metastore.Broker) int { return int(x.ID) - int(y.ID) })
 	return out
 }
+
+// currentLeader returns the leader and leader epoch this broker knows for
+// a partition, and the leader's address, for NOT_LEADER_OR_FOLLOWER answers
+// that tell the client where to go (KIP-951).
+func (b *Broker) currentLeader(name string, idx int32) (leader, epoch int32, host string, port int32, ok bool) {
+	b.mu.RLock()
+	ts := b.topics[name]
+	if ts == nil || idx < 0 || int(idx) >= len(ts.states) || ts.states[idx].Leader < 0 {
+		b.mu.RUnlock()
+		return 0, 0, "", 0, false
+	}
+	st := ts.states[idx]
+	br, live := b.peers[st.Leader]
+	b.mu.RUnlock()
+	if !live {
+		return 0, 0, "", 0, false
+	}
+	h, p, err := splitHostPort(br.Endpoint)
+	if err != nil {
+		return 0, 0, "", 0, false
+	}
+	return st.Leader, st.LeaderEpoch, h, p, true
+}

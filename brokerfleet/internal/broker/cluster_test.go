@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -142,4 +143,49 @@ func metadataOnConn(t *testing.T, addr string) *kmsg.MetadataResponse {
 // section after the client id).
 func flexFrame(key, version int16, corr int32, body []byte) []byte {
 	return frame(key, version, corr, append([]byte{0}, body...))
+}
+
+// TestNotLeaderAnswersNameTheLeader: a Produce v10+ sent to a follower
+// carries the current leader and its address (KIP-951).
+func TestNotLeaderAnswersNameTheLeader(t *testing.T) {
+	brokers := startCluster(t, 2)
+	brokertest.CreateTopic(t, brokers[0].Addr, "hint", 2, nil)
+	for _, b := range brokers {
+		waitFor(t, "the topic everywhere", func() bool {
+			for _, tp := range metadataOnConn(t, b.Addr).Topics {
+				if *tp.Topic == "hint" {
+					return len(tp.Partitions) == 2
+				}
+			}
+			return false
+		})
+	}
+	md := metadataOnConn(t, brokers[0].Addr)
+	var p kmsg.MetadataResponseTopicPartition
+	for _, tp := range md.Topics {
+		if *tp.Topic == "hint" {
+			p = tp.Partitions[0]
+		}
+	}
+	follower := brokers[1-p.Leader]
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 11, -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "hint"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = p.Partition, batch(-1, -1, -1, 1, 10)
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	c := rawConn(t, follower.Addr)
+	_, err := c.Write(flexFrame(0, 11, 1, req.AppendTo(nil)))
+	require.NoError(t, err)
+	resp := kmsg.NewPtrProduceResponse()
+	resp.Version = 11
+	require.NoError(t, resp.ReadFrom(readResponse(t, c)[5:]))
+	sp := resp.Topics[0].Partitions[0]
+	require.Equal(t, kerr.NotLeaderForPartition.Code, sp.ErrorCode)
+	require.Equal(t, p.Leader, sp.CurrentLeader.LeaderID)
+	require.Equal(t, p.LeaderEpoch, sp.CurrentLeader.LeaderEpoch)
+	require.Len(t, resp.Brokers, 1)
+	require.Equal(t, brokers[p.Leader].Addr, fmt.Sprintf("%s:%d", resp.Brokers[0].Host, resp.Brokers[0].Port))
 }
