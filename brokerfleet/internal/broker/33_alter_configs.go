@@ -6,6 +6,7 @@ package broker
 
 import (
 	"context"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -15,22 +16,15 @@ func (b *Broker) handleAlterConfigs(req *kmsg.AlterConfigsRequest) kmsg.Response
 	for _, rr := range req.Resources {
 		sr := kmsg.NewAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		var err error
-		if rr.ResourceType != kmsg.ConfigResourceTypeTopic {
-			err = errNotTopicResource(rr.ResourceType)
-		} else {
-			ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)
-			err = b.setTopicConfigs(ctx, rr.ResourceName, func(m map[string]string) error {
-				clear(m)
-				for _, c := range rr.Configs {
-					if c.Value != nil {
-						m[c.Name] = *c.Value
-					}
+		err := b.alterResource(rr.ResourceType, rr.ResourceName, func(m map[string]string) error {
+			clear(m)
+			for _, c := range rr.Configs {
+				if c.Value != nil {
+					m[c.Name] = *c.Value
 				}
-				return nil
-			}, req.ValidateOnly)
-			cancel()
-		}
+			}
+			return nil
+		}, req.ValidateOnly)
 		if err != nil {
 			sr.ErrorCode, sr.ErrorMessage = errCodeOf(err), errorMessage(err)
 		}
@@ -39,8 +33,15 @@ func (b *Broker) handleAlterConfigs(req *kmsg.AlterConfigsRequest) kmsg.Response
 	return resp
 }
 
-func errNotTopicResource(t kmsg.ConfigResourceType) error {
-	if t == kmsg.ConfigResourceTypeBroker {
+// alterResource edits the config overrides of a topic resource, the only
+// kind that can be altered (AlterConfigs and IncrementalAlterConfigs).
+func (b *Broker) alterResource(t kmsg.ConfigResourceType, name string, edit func(map[string]string) error, validateOnly bool) error {
+	switch t {
+	case kmsg.ConfigResourceTypeTopic:
+		ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)
+		defer cancel()
+		return b.setTopicConfigs(ctx, name, edit, validateOnly)
+	case kmsg.ConfigResourceTypeBroker:
 		return coded(kerr.InvalidRequest, "broker configs are static; set them with brokerfleet flags")
 	}
 	return coded(kerr.InvalidRequest, "resource type %v cannot be altered; only topics", t)

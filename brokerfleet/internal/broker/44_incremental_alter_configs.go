@@ -4,7 +4,6 @@ package broker
 // apply to any topic config; APPEND and SUBTRACT to list configs.
 
 import (
-	"context"
 	"slices"
 	"strings"
 
@@ -19,21 +18,14 @@ func (b *Broker) handleIncrementalAlterConfigs(req *kmsg.IncrementalAlterConfigs
 	for _, rr := range req.Resources {
 		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		var err error
-		if rr.ResourceType != kmsg.ConfigResourceTypeTopic {
-			err = errNotTopicResource(rr.ResourceType)
-		} else {
-			ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)
-			err = b.setTopicConfigs(ctx, rr.ResourceName, func(m map[string]string) error {
-				for _, c := range rr.Configs {
-					if err := applyIncremental(b.defaults, m, c); err != nil {
-						return err
-					}
+		err := b.alterResource(rr.ResourceType, rr.ResourceName, func(m map[string]string) error {
+			for _, c := range rr.Configs {
+				if err := applyIncremental(b.defaults, m, c); err != nil {
+					return err
 				}
-				return nil
-			}, req.ValidateOnly)
-			cancel()
-		}
+			}
+			return nil
+		}, req.ValidateOnly)
 		if err != nil {
 			sr.ErrorCode, sr.ErrorMessage = errCodeOf(err), errorMessage(err)
 		}

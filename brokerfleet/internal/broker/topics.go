@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path"
 	"slices"
-	"strings"
 
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
@@ -137,11 +136,11 @@ func interleaveRacks(brokers []metastore.Broker) []metastore.Broker {
 }
 
 func (b *Broker) collidingTopic(name string) string {
-	key := strings.ReplaceAll(name, ".", "_")
+	key := topic.CollisionKey(name)
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	for other := range b.topics {
-		if other != name && strings.ReplaceAll(other, ".", "_") == key {
+		if other != name && topic.CollisionKey(other) == key {
 			return other
 		}
 	}

@@ -32,6 +32,6 @@ func ValidateName(name string) error {
 	return nil
 }
 
-// collisionKey maps '.' to '_': Kafka refuses two topics that differ only
-// there, because metric names would collide.
-func collisionKey(name string) string { return strings.ReplaceAll(name, ".", "_") }
+// CollisionKey maps '.' to '_': Kafka refuses two topics with the same
+// key, because their metric names would collide.
+func CollisionKey(name string) string { return strings.ReplaceAll(name, ".", "_") }

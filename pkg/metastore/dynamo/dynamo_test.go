@@ -41,28 +41,11 @@ func backends(t *testing.T, fn func(t *testing.T, endpoint string, transactions 
 	t.Run("dynalite", func(t *testing.T) { fn(t, dynamotest.StartDynalite(t), false) })
 }
 
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+var testCtx = metastoretest.Ctx
 
-func must[T any](t *testing.T) func(T, error) T {
-	return func(v T, err error) T {
-		t.Helper()
-		if err != nil {
-			t.Fatalf("unexpected error: %v", err)
-		}
-		return v
-	}
-}
+func must[T any](t *testing.T) func(T, error) T { return metastoretest.Must[T](t) }
 
-func wantErr(t *testing.T, err, target error) {
-	t.Helper()
-	if !errors.Is(err, target) {
-		t.Fatalf("got error %v, want %v", err, target)
-	}
-}
+var wantErr = metastoretest.WantErr
 
 // Counters and versioned items at the same key are independent, and
 // counters never show in Get or Query.

@@ -66,15 +66,18 @@ func Run(t *testing.T, newStore NewStore, opts Options) {
 	}
 }
 
-func ctx(t *testing.T) context.Context {
+// Ctx returns a context that ends with the test (or after 30 s).
+func Ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return c
 }
 
-// must returns a function that fails the test on a non-nil error and
-// otherwise returns the value: must[metastore.Item](t)(s.Get(c, k)).
-func must[T any](t *testing.T) func(T, error) T {
+func ctx(t *testing.T) context.Context { return Ctx(t) }
+
+// Must returns a function that fails the test on a non-nil error and
+// otherwise returns the value: Must[metastore.Item](t)(s.Get(c, k)).
+func Must[T any](t *testing.T) func(T, error) T {
 	return func(v T, err error) T {
 		t.Helper()
 		if err != nil {
@@ -84,7 +87,8 @@ func must[T any](t *testing.T) func(T, error) T {
 	}
 }
 
-func wantErr(t *testing.T, err, target error) {
+// WantErr fails the test unless errors.Is(err, target).
+func WantErr(t *testing.T, err, target error) {
 	t.Helper()
 	if !errors.Is(err, target) {
 		t.Fatalf("got error %v, want %v", err, target)
@@ -95,63 +99,63 @@ var k1 = metastore.Key{PK: "test", SK: "k1"}
 
 func testGetAbsent(t *testing.T, s metastore.Store, _ Options) {
 	_, err := s.Get(ctx(t), k1)
-	wantErr(t, err, metastore.ErrNotFound)
+	WantErr(t, err, metastore.ErrNotFound)
 }
 
 func testPutConditions(t *testing.T, s metastore.Store, _ Options) {
 	c := ctx(t)
-	it := must[metastore.Item](t)(s.Put(c, metastore.Item{Key: k1, Value: []byte("a")}, metastore.IfAbsent()))
+	it := Must[metastore.Item](t)(s.Put(c, metastore.Item{Key: k1, Value: []byte("a")}, metastore.IfAbsent()))
 	if it.Version != 1 {
 		t.Fatalf("first version %d, want 1", it.Version)
 	}
 	_, err := s.Put(c, metastore.Item{Key: k1, Value: []byte("b")}, metastore.IfAbsent())
-	wantErr(t, err, metastore.ErrConditionFailed)
-	it = must[metastore.Item](t)(s.Put(c, metastore.Item{Key: k1, Value: []byte("b")}, metastore.IfVersion(1)))
+	WantErr(t, err, metastore.ErrConditionFailed)
+	it = Must[metastore.Item](t)(s.Put(c, metastore.Item{Key: k1, Value: []byte("b")}, metastore.IfVersion(1)))
 	if it.Version != 2 {
 		t.Fatalf("second version %d, want 2", it.Version)
 	}
 	_, err = s.Put(c, metastore.Item{Key: k1, Value: []byte("c")}, metastore.IfVersion(1))
-	wantErr(t, err, metastore.ErrConditionFailed)
-	got := must[metastore.Item](t)(s.Get(c, k1))
+	WantErr(t, err, metastore.ErrConditionFailed)
+	got := Must[metastore.Item](t)(s.Get(c, k1))
 	if got.Version != 2 || string(got.Value) != "b" {
 		t.Fatalf("got version %d value %q, want 2 \"b\"", got.Version, got.Value)
 	}
-	it = must[metastore.Item](t)(s.Put(c, metastore.Item{Key: k1, Value: []byte("d")}, metastore.Always))
+	it = Must[metastore.Item](t)(s.Put(c, metastore.Item{Key: k1, Value: []byte("d")}, metastore.Always))
 	if it.Version != 3 {
 		t.Fatalf("unconditional put: version %d, want 3", it.Version)
 	}
 	_, err = s.Put(c, metastore.Item{Key: metastore.Key{PK: "test", SK: "absent"}, Value: []byte("x")}, metastore.IfExists())
-	wantErr(t, err, metastore.ErrConditionFailed)
+	WantErr(t, err, metastore.ErrConditionFailed)
 	_, err = s.Put(c, metastore.Item{Key: metastore.Key{PK: "test", SK: "absent"}, Value: []byte("x")}, metastore.IfVersion(0))
-	wantErr(t, err, metastore.ErrConditionFailed)
-	must[metastore.Item](t)(s.Put(c, metastore.Item{Key: k1, Value: nil}, metastore.IfExists()))
-	if got := must[metastore.Item](t)(s.Get(c, k1)); len(got.Value) != 0 {
+	WantErr(t, err, metastore.ErrConditionFailed)
+	Must[metastore.Item](t)(s.Put(c, metastore.Item{Key: k1, Value: nil}, metastore.IfExists()))
+	if got := Must[metastore.Item](t)(s.Get(c, k1)); len(got.Value) != 0 {
 		t.Fatalf("empty value read back as %q", got.Value)
 	}
 }
 
 func testDeleteConditions(t *testing.T, s metastore.Store, _ Options) {
 	c := ctx(t)
-	must[metastore.Item](t)(s.Put(c, metastore.Item{Key: k1, Value: []byte("a")}, metastore.IfAbsent()))
-	wantErr(t, s.Delete(c, k1, metastore.IfVersion(7)), metastore.ErrConditionFailed)
+	Must[metastore.Item](t)(s.Put(c, metastore.Item{Key: k1, Value: []byte("a")}, metastore.IfAbsent()))
+	WantErr(t, s.Delete(c, k1, metastore.IfVersion(7)), metastore.ErrConditionFailed)
 	if err := s.Delete(c, k1, metastore.IfVersion(1)); err != nil {
 		t.Fatal(err)
 	}
 	_, err := s.Get(c, k1)
-	wantErr(t, err, metastore.ErrNotFound)
+	WantErr(t, err, metastore.ErrNotFound)
 	if err := s.Delete(c, k1, metastore.Always); err != nil {
 		t.Fatalf("deleting an absent item unconditionally: %v", err)
 	}
-	wantErr(t, s.Delete(c, k1, metastore.IfExists()), metastore.ErrConditionFailed)
+	WantErr(t, s.Delete(c, k1, metastore.IfExists()), metastore.ErrConditionFailed)
 }
 
 func testQuery(t *testing.T, s metastore.Store, _ Options) {
 	c := ctx(t)
 	for _, sk := range []string{"b/2", "a/1", "b/1", "b/10", "c"} {
-		must[metastore.Item](t)(s.Put(c, metastore.Item{Key: metastore.Key{PK: "q", SK: sk}, Value: []byte(sk)}, metastore.Always))
+		Must[metastore.Item](t)(s.Put(c, metastore.Item{Key: metastore.Key{PK: "q", SK: sk}, Value: []byte(sk)}, metastore.Always))
 	}
-	must[metastore.Item](t)(s.Put(c, metastore.Item{Key: metastore.Key{PK: "q2", SK: "b/3"}, Value: []byte("x")}, metastore.Always))
-	items := must[[]metastore.Item](t)(s.Query(c, "q", "b/"))
+	Must[metastore.Item](t)(s.Put(c, metastore.Item{Key: metastore.Key{PK: "q2", SK: "b/3"}, Value: []byte("x")}, metastore.Always))
+	items := Must[[]metastore.Item](t)(s.Query(c, "q", "b/"))
 	var got []string
 	for _, it := range items {
 		got = append(got, it.SK)
@@ -162,18 +166,18 @@ func testQuery(t *testing.T, s metastore.Store, _ Options) {
 	if fmt.Sprint(got) != "[b/1 b/10 b/2]" {
 		t.Fatalf("query order %v, want [b/1 b/10 b/2]", got)
 	}
-	if all := must[[]metastore.Item](t)(s.Query(c, "q", "")); len(all) != 5 {
+	if all := Must[[]metastore.Item](t)(s.Query(c, "q", "")); len(all) != 5 {
 		t.Fatalf("query all: %d items, want 5", len(all))
 	}
-	if none := must[[]metastore.Item](t)(s.Query(c, "nothing-here", "")); len(none) != 0 {
+	if none := Must[[]metastore.Item](t)(s.Query(c, "nothing-here", "")); len(none) != 0 {
 		t.Fatalf("query of an empty partition key: %d items", len(none))
 	}
 	// More than one DynamoDB page (1 MB): 40 items of 30 KB.
 	big := bytes.Repeat([]byte("x"), 30<<10)
 	for i := 0; i < 40; i++ {
-		must[metastore.Item](t)(s.Put(c, metastore.Item{Key: metastore.Key{PK: "big", SK: fmt.Sprintf("%03d", i)}, Value: big}, metastore.Always))
+		Must[metastore.Item](t)(s.Put(c, metastore.Item{Key: metastore.Key{PK: "big", SK: fmt.Sprintf("%03d", i)}, Value: big}, metastore.Always))
 	}
-	if n := len(must[[]metastore.Item](t)(s.Query(c, "big", ""))); n != 40 {
+	if n := len(Must[[]metastore.Item](t)(s.Query(c, "big", ""))); n != 40 {
 		t.Fatalf("paged query: %d items, want 40", n)
 	}
 }
@@ -184,30 +188,30 @@ func testExpiry(t *testing.T, s metastore.Store, opts Options) {
 	}
 	c := ctx(t)
 	past := time.Now().Add(-time.Hour).Unix()
-	must[metastore.Item](t)(s.Put(c, metastore.Item{Key: k1, Value: []byte("old"), Expires: past}, metastore.Always))
+	Must[metastore.Item](t)(s.Put(c, metastore.Item{Key: k1, Value: []byte("old"), Expires: past}, metastore.Always))
 	_, err := s.Get(c, k1)
-	wantErr(t, err, metastore.ErrNotFound)
-	if items := must[[]metastore.Item](t)(s.Query(c, k1.PK, "")); len(items) != 0 {
+	WantErr(t, err, metastore.ErrNotFound)
+	if items := Must[[]metastore.Item](t)(s.Query(c, k1.PK, "")); len(items) != 0 {
 		t.Fatalf("expired item listed: %+v", items)
 	}
-	it := must[metastore.Item](t)(s.Put(c, metastore.Item{Key: k1, Value: []byte("new"), Expires: time.Now().Add(time.Hour).Unix()}, metastore.IfAbsent()))
-	if got := must[metastore.Item](t)(s.Get(c, k1)); string(got.Value) != "new" || got.Version != it.Version {
+	it := Must[metastore.Item](t)(s.Put(c, metastore.Item{Key: k1, Value: []byte("new"), Expires: time.Now().Add(time.Hour).Unix()}, metastore.IfAbsent()))
+	if got := Must[metastore.Item](t)(s.Get(c, k1)); string(got.Value) != "new" || got.Version != it.Version {
 		t.Fatalf("got %+v", got)
 	}
 }
 
 func testItemSize(t *testing.T, s metastore.Store, _ Options) {
 	c := ctx(t)
-	must[metastore.Item](t)(s.Put(c, metastore.Item{Key: k1, Value: bytes.Repeat([]byte{7}, metastore.MaxItemBytes)}, metastore.Always))
-	got := must[metastore.Item](t)(s.Get(c, k1))
+	Must[metastore.Item](t)(s.Put(c, metastore.Item{Key: k1, Value: bytes.Repeat([]byte{7}, metastore.MaxItemBytes)}, metastore.Always))
+	got := Must[metastore.Item](t)(s.Get(c, k1))
 	if len(got.Value) != metastore.MaxItemBytes {
 		t.Fatalf("read back %d bytes", len(got.Value))
 	}
 	_, err := s.Put(c, metastore.Item{Key: k1, Value: make([]byte, metastore.MaxItemBytes+1)}, metastore.Always)
-	wantErr(t, err, metastore.ErrTooLarge)
+	WantErr(t, err, metastore.ErrTooLarge)
 	_, err = s.Put(c, metastore.Item{Key: k1, Value: make([]byte, 400<<10)}, metastore.Always)
-	wantErr(t, err, metastore.ErrTooLarge)
-	if got := must[metastore.Item](t)(s.Get(c, k1)); got.Version != 1 {
+	WantErr(t, err, metastore.ErrTooLarge)
+	if got := Must[metastore.Item](t)(s.Get(c, k1)); got.Version != 1 {
 		t.Fatalf("a rejected write changed the item (version %d)", got.Version)
 	}
 }
@@ -266,7 +270,7 @@ func testAdd(t *testing.T, s metastore.Store, _ Options) {
 		}()
 	}
 	wg.Wait()
-	if n := must[int64](t)(s.Add(c, key, 0)); n != 16*20*3 {
+	if n := Must[int64](t)(s.Add(c, key, 0)); n != 16*20*3 {
 		t.Fatalf("counter %d, want %d", n, 16*20*3)
 	}
 }
@@ -277,18 +281,18 @@ func testTransact(t *testing.T, s metastore.Store, opts Options) {
 	}
 	c := ctx(t)
 	a, b, chk := metastore.Key{PK: "tx", SK: "a"}, metastore.Key{PK: "tx", SK: "b"}, metastore.Key{PK: "tx", SK: "check"}
-	must[metastore.Item](t)(s.Put(c, metastore.Item{Key: chk, Value: []byte("g")}, metastore.Always))
-	must[metastore.Item](t)(s.Put(c, metastore.Item{Key: b, Value: []byte("old")}, metastore.Always))
+	Must[metastore.Item](t)(s.Put(c, metastore.Item{Key: chk, Value: []byte("g")}, metastore.Always))
+	Must[metastore.Item](t)(s.Put(c, metastore.Item{Key: b, Value: []byte("old")}, metastore.Always))
 	// The check fails: nothing is written.
 	err := s.Transact(c, []metastore.Op{
 		{Kind: metastore.OpCheck, Item: metastore.Item{Key: chk}, Cond: metastore.IfVersion(2)},
 		{Kind: metastore.OpPut, Item: metastore.Item{Key: a, Value: []byte("new")}, Cond: metastore.Always},
 		{Kind: metastore.OpDelete, Item: metastore.Item{Key: b}, Cond: metastore.Always},
 	})
-	wantErr(t, err, metastore.ErrConditionFailed)
+	WantErr(t, err, metastore.ErrConditionFailed)
 	_, err = s.Get(c, a)
-	wantErr(t, err, metastore.ErrNotFound)
-	must[metastore.Item](t)(s.Get(c, b))
+	WantErr(t, err, metastore.ErrNotFound)
+	Must[metastore.Item](t)(s.Get(c, b))
 	// The check holds: everything happens.
 	if err := s.Transact(c, []metastore.Op{
 		{Kind: metastore.OpCheck, Item: metastore.Item{Key: chk}, Cond: metastore.IfVersion(1)},
@@ -297,12 +301,12 @@ func testTransact(t *testing.T, s metastore.Store, opts Options) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if got := must[metastore.Item](t)(s.Get(c, a)); string(got.Value) != "new" || got.Version != 1 {
+	if got := Must[metastore.Item](t)(s.Get(c, a)); string(got.Value) != "new" || got.Version != 1 {
 		t.Fatalf("got %+v", got)
 	}
 	_, err = s.Get(c, b)
-	wantErr(t, err, metastore.ErrNotFound)
-	if got := must[metastore.Item](t)(s.Get(c, chk)); got.Version != 1 {
+	WantErr(t, err, metastore.ErrNotFound)
+	if got := Must[metastore.Item](t)(s.Get(c, chk)); got.Version != 1 {
 		t.Fatalf("a check changed the version to %d", got.Version)
 	}
 }

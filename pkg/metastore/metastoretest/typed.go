@@ -258,7 +258,7 @@ func testStaleEpoch(t *testing.T, s metastore.Store, _ Options) {
 	stale := old
 	stale.ISR = []int32{1}
 	_, err = m.UpdatePartition(c, stale)
-	wantErr(t, err, metastore.ErrConditionFailed)
+	WantErr(t, err, metastore.ErrConditionFailed)
 	// A new leader is elected (epoch 2).
 	next := read()
 	next.Leader, next.LeaderEpoch, next.ISR = 2, 2, []int32{2}
@@ -269,7 +269,7 @@ func testStaleEpoch(t *testing.T, s metastore.Store, _ Options) {
 	stale = read()
 	stale.Leader, stale.LeaderEpoch, stale.ISR = 1, 1, []int32{1}
 	_, err = m.UpdatePartition(c, stale)
-	wantErr(t, err, metastore.ErrFenced)
+	WantErr(t, err, metastore.ErrFenced)
 	if got := read(); got.Leader != 2 || got.LeaderEpoch != 2 {
 		t.Fatalf("state after rejected writes: %+v", got)
 	}
@@ -279,7 +279,7 @@ func testStaleEpoch(t *testing.T, s metastore.Store, _ Options) {
 		t.Fatal(err)
 	}
 	_, err = m.PutManifest(c, id, 0, metastore.Manifest{LeaderEpoch: 1, Version: man.Version})
-	wantErr(t, err, metastore.ErrFenced)
+	WantErr(t, err, metastore.ErrFenced)
 }
 
 func testOffsetGeneration(t *testing.T, s metastore.Store, _ Options) {
@@ -300,7 +300,7 @@ func testOffsetGeneration(t *testing.T, s metastore.Store, _ Options) {
 		t.Fatalf("new generation %d after %d: %v", gen2, gen1, err)
 	}
 	// A zombie of generation 1 commits: rejected, nothing moves.
-	wantErr(t, commit(gen1, 99), metastore.ErrFenced)
+	WantErr(t, commit(gen1, 99), metastore.ErrFenced)
 	offs, err := m.Offsets(c, "g")
 	if err != nil || len(offs) != 2 || offs[0].Offset != 10 || offs[1].Offset != 10 {
 		t.Fatalf("offsets after a fenced commit: %+v %v", offs, err)
@@ -308,7 +308,7 @@ func testOffsetGeneration(t *testing.T, s metastore.Store, _ Options) {
 	if err := commit(gen2, 20); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, commit(gen2+1, 30), metastore.ErrFenced)
+	WantErr(t, commit(gen2+1, 30), metastore.ErrFenced)
 	if err := m.ResetOffsets(c, "g", []metastore.Offset{{Topic: "t", Partition: 0, Offset: 5}}); err != nil {
 		t.Fatal(err)
 	}
@@ -415,7 +415,7 @@ func testManifest(t *testing.T, s metastore.Store, _ Options) {
 		huge.Segments = append(huge.Segments, metastore.SegmentRef{BaseOffset: int64(i), Object: fmt.Sprintf("%0100d", i)})
 	}
 	_, err = m.PutManifest(c, id, 3, huge)
-	wantErr(t, err, metastore.ErrTooLarge)
+	WantErr(t, err, metastore.ErrTooLarge)
 }
 
 func testTopics(t *testing.T, s metastore.Store, _ Options) {
@@ -428,7 +428,7 @@ func testTopics(t *testing.T, s metastore.Store, _ Options) {
 		t.Fatal(err)
 	}
 	_, err = m.CreateTopic(c, metastore.Topic{Name: "orders", ID: metastore.TopicID{43}, Partitions: 1}, nil)
-	wantErr(t, err, metastore.ErrConditionFailed)
+	WantErr(t, err, metastore.ErrConditionFailed)
 	ps, err := m.Partitions(c, id)
 	if err != nil || len(ps) != 2 || ps[1].Partition != 1 || ps[1].Epoch != 1 {
 		t.Fatalf("partitions: %+v %v", ps, err)
@@ -442,7 +442,7 @@ func testTopics(t *testing.T, s metastore.Store, _ Options) {
 	stale := top
 	stale.Version--
 	_, err = m.UpdateTopic(c, stale, nil)
-	wantErr(t, err, metastore.ErrConditionFailed)
+	WantErr(t, err, metastore.ErrConditionFailed)
 	list, err := m.Topics(c)
 	if err != nil || len(list) != 1 || list[0].Configs["retention.ms"] != "2000" || list[0].Partitions != 3 {
 		t.Fatalf("topics: %+v %v", list, err)
@@ -454,7 +454,7 @@ func testTopics(t *testing.T, s metastore.Store, _ Options) {
 		t.Fatal(err)
 	}
 	_, err = m.Topic(c, "orders")
-	wantErr(t, err, metastore.ErrNotFound)
+	WantErr(t, err, metastore.ErrNotFound)
 	if ps, _ := m.Partitions(c, id); len(ps) != 0 {
 		t.Fatalf("%d partition states left after delete", len(ps))
 	}
@@ -579,7 +579,7 @@ func testSchemas(t *testing.T, s metastore.Store, _ Options) {
 		t.Fatalf("schema by id: %+v %v", sch, err)
 	}
 	_, err = m.SchemaByID(c, 999999)
-	wantErr(t, err, metastore.ErrNotFound)
+	WantErr(t, err, metastore.ErrNotFound)
 
 	// Subject versions: appended under compare-and-set on the latest.
 	v1, err := m.AddSubjectVersion(c, "orders-value", 0, ids[0])
@@ -587,7 +587,7 @@ func testSchemas(t *testing.T, s metastore.Store, _ Options) {
 		t.Fatalf("first version %d: %v", v1, err)
 	}
 	_, err = m.AddSubjectVersion(c, "orders-value", 0, other)
-	wantErr(t, err, metastore.ErrConditionFailed)
+	WantErr(t, err, metastore.ErrConditionFailed)
 	v2, err := m.AddSubjectVersion(c, "orders-value", v1, other)
 	if err != nil || v2 != 2 {
 		t.Fatalf("second version %d: %v", v2, err)
