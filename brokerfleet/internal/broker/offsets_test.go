@@ -73,10 +73,12 @@ func TestListOffsetsByTimestamp(t *testing.T) {
 	}
 	// Timestamp -3: the record with the largest timestamp.
 	maxTS, err := adm.ListMaxTimestampOffsets(ctx, topicName)
-	if err == nil {
-		o, _ := maxTS.Lookup(topicName, 0)
-		require.Equal(t, int64(n-1), o.Offset)
-	}
+	require.NoError(t, err)
+	o, ok := maxTS.Lookup(topicName, 0)
+	require.True(t, ok)
+	require.NoError(t, o.Err)
+	require.Equal(t, int64(n-1), o.Offset)
+	require.Equal(t, base.Add(time.Duration(n-1)*10*time.Millisecond).UnixMilli(), o.Timestamp)
 }
 
 func TestRetentionAndDeleteRecordsMoveEarliestOffset(t *testing.T) {
