@@ -18,6 +18,8 @@ const (
 	pkCounters = "counters"     // counters: "producer-ids", ...
 	pkPartPfx  = "partitions/"  // + topic id; sk zero-padded partition
 	pkGroupPfx = "group/"       // + group; sk "generation" and "offset/<topic>/<partition>"
+	pkGroupIdx = "groups/"      // + shard; sk group name: the groups a shard coordinates
+	pkCoord    = "coordinators" // sk zero-padded shard: which broker coordinates it
 	pkManifest = "manifest/"    // + topic id; sk zero-padded partition
 	skChanges  = "changes"      //
 	skGen      = "generation"   //

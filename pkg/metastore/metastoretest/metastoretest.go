@@ -50,6 +50,7 @@ func Run(t *testing.T, newStore NewStore, opts Options) {
 		{"LeaseReleaseHandsOver", testLeaseRelease},
 		{"StaleEpochWriteRejected", testStaleEpoch},
 		{"OffsetCommitFencedByGeneration", testOffsetGeneration},
+		{"GroupIndexAndCoordinatorShards", testGroups},
 		{"ProducerIDBlocksNeverOverlap", testProducerIDs},
 		{"ManifestCompareAndSet", testManifest},
 		{"TopicsAndPartitions", testTopics},

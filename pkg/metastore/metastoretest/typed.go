@@ -329,6 +329,97 @@ func testOffsetGeneration(t *testing.T, s metastore.Store, _ Options) {
 	}
 }
 
+func testGroups(t *testing.T, s metastore.Store, _ Options) {
+	m := metastore.New(s)
+	c := ctx(t)
+	// Shards: first assignment creates, later ones are compare-and-set.
+	shards, err := m.CoordinatorShards(c)
+	if err != nil || len(shards) != 0 {
+		t.Fatalf("fresh shards: %v %v", shards, err)
+	}
+	v0, _ := m.ChangeVersion(c)
+	s3, err := m.AssignShard(c, metastore.CoordinatorShard{Shard: 3, Broker: -1}, 1)
+	if err != nil || s3.Broker != 1 || s3.Epoch != 1 {
+		t.Fatalf("assign shard 3: %+v %v", s3, err)
+	}
+	if v1, _ := m.ChangeVersion(c); v1 <= v0 {
+		t.Fatal("assigning a shard did not notify watchers")
+	}
+	_, err = m.AssignShard(c, metastore.CoordinatorShard{Shard: 3, Broker: -1}, 2)
+	WantErr(t, err, metastore.ErrConditionFailed)
+	s3b, err := m.AssignShard(c, s3, 2)
+	if err != nil || s3b.Broker != 2 || s3b.Epoch != 2 {
+		t.Fatalf("move shard 3: %+v %v", s3b, err)
+	}
+	_, err = m.AssignShard(c, s3, 1) // stale read
+	WantErr(t, err, metastore.ErrConditionFailed)
+	shards, err = m.CoordinatorShards(c)
+	if err != nil || len(shards) != 1 || shards[0] != s3b {
+		t.Fatalf("shards: %+v %v", shards, err)
+	}
+	// Group index: per shard, idempotent, removed with the group.
+	for _, g := range []string{"billing", "analytics", "billing"} {
+		if err := m.IndexGroup(c, metastore.GroupInfo{Group: g, ProtocolType: "consumer"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	found := map[string]int32{}
+	for sh := int32(0); sh < metastore.GroupShards; sh++ {
+		gs, err := m.Groups(c, sh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range gs {
+			if g.ProtocolType != "consumer" {
+				t.Fatalf("group info %+v", g)
+			}
+			found[g.Group] = sh
+		}
+	}
+	if len(found) != 2 || found["billing"] != metastore.GroupShard("billing") || found["analytics"] != metastore.GroupShard("analytics") {
+		t.Fatalf("indexed groups by shard: %v", found)
+	}
+	gen, err := m.NewGeneration(c, "billing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	offs := []metastore.Offset{{Topic: "orders", Partition: 0, Offset: 7, Metadata: "m"}, {Topic: "orders", Partition: 1, Offset: 9}}
+	if err := m.CommitOffsets(c, "billing", gen, offs); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.DeleteOffset(c, "billing", "orders", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.DeleteOffset(c, "billing", "orders", 5); err != nil {
+		t.Fatalf("deleting an absent offset: %v", err)
+	}
+	got, _ := m.Offsets(c, "billing")
+	if len(got) != 1 || got[0].Offset != 7 || got[0].Metadata != "m" {
+		t.Fatalf("offsets after OffsetDelete: %+v", got)
+	}
+	if err := m.DeleteGroup(c, "billing"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := m.Offsets(c, "billing"); len(got) != 0 {
+		t.Fatalf("offsets after DeleteGroup: %+v", got)
+	}
+	gs, _ := m.Groups(c, metastore.GroupShard("billing"))
+	for _, g := range gs {
+		if g.Group == "billing" {
+			t.Fatal("deleted group still indexed")
+		}
+	}
+	// Generations continue across deletion: an old member stays fenced.
+	gen2, err := m.NewGeneration(c, "billing")
+	if err != nil || gen2 <= gen {
+		t.Fatalf("generation after delete %d, before %d: %v", gen2, gen, err)
+	}
+	WantErr(t, m.CommitOffsets(c, "billing", gen, offs), metastore.ErrFenced)
+	if shard := metastore.GroupShard("billing"); shard < 0 || shard >= metastore.GroupShards {
+		t.Fatalf("shard %d out of range", shard)
+	}
+}
+
 func testProducerIDs(t *testing.T, s metastore.Store, _ Options) {
 	m := metastore.New(s)
 	var wg sync.WaitGroup
