@@ -92,6 +92,20 @@ func (m *Meta) IndexGroup(ctx context.Context, g GroupInfo) error {
 	return nil
 }
 
+// GroupInfo returns a group's index entry, and false if it is not indexed
+// (never used, or deleted).
+func (m *Meta) GroupInfo(ctx context.Context, group string) (GroupInfo, bool, error) {
+	it, err := m.s.Get(ctx, groupIndexKey(group))
+	if errors.Is(err, ErrNotFound) {
+		return GroupInfo{}, false, nil
+	}
+	if err != nil {
+		return GroupInfo{}, false, fmt.Errorf("metastore: group %q: %w", group, err)
+	}
+	var g GroupInfo
+	return g, true, decodeJSON(it, &g)
+}
+
 // Groups lists the indexed groups of a shard, by name.
 func (m *Meta) Groups(ctx context.Context, shard int32) ([]GroupInfo, error) {
 	items, err := m.s.Query(ctx, pkGroupIdx+partKey(shard), "")

@@ -45,7 +45,8 @@ func (m *Meta) Generation(ctx context.Context, group string) (int64, error) {
 	return it.Version, nil
 }
 
-// CommitOffsets stores offsets for a member of generation gen. It fails
+// CommitOffsets stores offsets for a member of generation gen (0: a group
+// that never had one, whose offsets only simple consumers commit). It fails
 // with ErrFenced unless gen is the group's current generation: a zombie
 // member of an older generation cannot move a committed offset. The check
 // and the writes are one transaction (up to MaxTransactItems-1 offsets per
@@ -55,7 +56,11 @@ func (m *Meta) CommitOffsets(ctx context.Context, group string, gen int64, offse
 	for start := 0; start < len(offsets); start += MaxTransactItems - 1 {
 		chunk := offsets[start:min(len(offsets), start+MaxTransactItems-1)]
 		ops := make([]Op, 0, len(chunk)+1)
-		ops = append(ops, Op{Kind: OpCheck, Item: Item{Key: genKey(group)}, Cond: IfVersion(gen)})
+		check := IfVersion(gen)
+		if gen == 0 {
+			check = IfAbsent() // a group that never had a generation
+		}
+		ops = append(ops, Op{Kind: OpCheck, Item: Item{Key: genKey(group)}, Cond: check})
 		for _, o := range chunk {
 			o.Generation = gen
 			ops = append(ops, Op{Kind: OpPut, Item: Item{Key: offsetKey(group, o.Topic, o.Partition), Value: encodeJSON(o)}, Cond: Always})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stratamq/strata/brokerfleet/internal/group"
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
 	"github.com/stratamq/strata/pkg/metastore"
@@ -36,6 +37,7 @@ type Broker struct {
 	lease    *metastore.Lease // this incarnation's registration and heartbeat
 	actEpoch atomic.Int64     // the lease epoch under which partition state was last re-read
 	repl     replicator
+	coord    *group.Coordinator
 
 	host string
 	port int32
@@ -44,7 +46,8 @@ type Broker struct {
 	mu      sync.RWMutex // guards topics and byID; topicState values are immutable
 	topics  map[string]*topicState
 	byID    map[metastore.TopicID]*topicState
-	peers   map[int32]metastore.Broker // live registrations, from the last reconcile
+	peers   map[int32]metastore.Broker           // live registrations, from the last reconcile
+	shards  map[int32]metastore.CoordinatorShard // group coordinator shard assignments
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -99,19 +102,27 @@ func New(cfg Config) (*Broker, error) {
 		cfg: cfg, fs: cfg.FS, log: cfg.Logger.With("broker", cfg.NodeID), now: cfg.Now,
 		defaults: defaults, meta: cfg.Meta, pids: &pidAllocator{meta: cfg.Meta},
 		topics: map[string]*topicState{}, byID: map[metastore.TopicID]*topicState{}, peers: map[int32]metastore.Broker{},
-		ctx: ctx, cancel: cancel,
+		shards: map[int32]metastore.CoordinatorShard{},
+		ctx:    ctx, cancel: cancel,
 		lns: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{},
 	}
 	b.repl.b = b
+	b.coord = group.New(group.Options{
+		Meta: cfg.Meta, Valid: b.leaseValid, PartitionExists: b.partitionExists,
+		MinSessionTimeout: cfg.GroupMinSessionTimeout, MaxSessionTimeout: cfg.GroupMaxSessionTimeout,
+		InitialRebalanceDelay: cfg.GroupInitialRebalanceDelay, Logger: b.log,
+	})
 	b.lease, err = cfg.Meta.BrokerLease(metastore.Broker{
 		ID: cfg.NodeID, Endpoint: cfg.Advertise, Rack: cfg.Rack, Incarnation: cfg.Incarnation,
 	}, cfg.Lease)
 	if err != nil {
 		cancel()
+		b.coord.Close()
 		return nil, err
 	}
 	if err := b.reconcile(ctx); err != nil {
 		cancel()
+		b.coord.Close()
 		b.closePartitions()
 		return nil, fmt.Errorf("load topics: %w", err)
 	}
@@ -274,6 +285,7 @@ func (b *Broker) Close() error {
 	b.handOver()
 	b.cancel()
 	b.wg.Wait()
+	b.coord.Close()
 	b.repl.stop()
 	return b.closePartitions()
 }
@@ -310,6 +322,7 @@ func (b *Broker) handOver() {
 			b.log.Warn("hand over leadership", "partition", m.Partition, "err", err)
 		}
 	}
+	b.handOverShards(ctx, live)
 }
 
 // heartbeat keeps this incarnation registered: one conditional write per

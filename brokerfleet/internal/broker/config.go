@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/stratamq/strata/brokerfleet/internal/group"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
 	"github.com/stratamq/strata/pkg/metastore"
 	"github.com/stratamq/strata/pkg/segment"
@@ -68,6 +69,13 @@ type Config struct {
 	MaxRequestBytes int32
 	// MaintenanceInterval is how often retention and segment.ms are applied.
 	MaintenanceInterval time.Duration
+	// GroupMinSessionTimeout and GroupMaxSessionTimeout bound the session
+	// timeouts consumer group members may ask for
+	// (group.min/max.session.timeout.ms).
+	GroupMinSessionTimeout, GroupMaxSessionTimeout time.Duration
+	// GroupInitialRebalanceDelay is how long the first rebalance of an
+	// empty group waits for more members (group.initial.rebalance.delay.ms).
+	GroupInitialRebalanceDelay time.Duration
 	// Logger receives operational logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Now is the wall clock (for LogAppendTime and retention); nil means
@@ -78,17 +86,20 @@ type Config struct {
 // DefaultConfig returns the defaults of `brokerfleet serve`.
 func DefaultConfig() Config {
 	return Config{
-		NodeID:                   0,
-		ClusterID:                "strata",
-		DataDir:                  "strata-data",
-		DefaultPartitions:        1,
-		DefaultReplicationFactor: 1,
-		MaxRequestBytes:          100 << 20,
-		MaintenanceInterval:      30 * time.Second,
-		Lease:                    metastore.LeaseOptions{Duration: 6 * time.Second, Margin: time.Second},
-		WatchInterval:            500 * time.Millisecond,
-		ReplicaLagMax:            10 * time.Second,
-		ReassignAfter:            10 * time.Minute,
+		NodeID:                     0,
+		ClusterID:                  "strata",
+		DataDir:                    "strata-data",
+		DefaultPartitions:          1,
+		DefaultReplicationFactor:   1,
+		MaxRequestBytes:            100 << 20,
+		MaintenanceInterval:        30 * time.Second,
+		Lease:                      metastore.LeaseOptions{Duration: 6 * time.Second, Margin: time.Second},
+		WatchInterval:              500 * time.Millisecond,
+		ReplicaLagMax:              10 * time.Second,
+		ReassignAfter:              10 * time.Minute,
+		GroupMinSessionTimeout:     group.DefaultMinSessionTimeout,
+		GroupMaxSessionTimeout:     group.DefaultMaxSessionTimeout,
+		GroupInitialRebalanceDelay: group.DefaultInitialRebalanceDelay,
 	}
 }
 
@@ -137,6 +148,12 @@ func (c *Config) ValidateSettings() error {
 	}
 	if c.MaintenanceInterval <= 0 {
 		errs = append(errs, fmt.Errorf("maintenance-interval: %v is not positive", c.MaintenanceInterval))
+	}
+	if c.GroupMinSessionTimeout <= 0 || c.GroupMaxSessionTimeout < c.GroupMinSessionTimeout {
+		errs = append(errs, fmt.Errorf("group-min-session-timeout, group-max-session-timeout: %v and %v must be positive and in order", c.GroupMinSessionTimeout, c.GroupMaxSessionTimeout))
+	}
+	if c.GroupInitialRebalanceDelay < 0 {
+		errs = append(errs, fmt.Errorf("group-initial-rebalance-delay: %v is negative", c.GroupInitialRebalanceDelay))
 	}
 	if c.Advertise != "" {
 		if _, _, err := splitHostPort(c.Advertise); err != nil {

@@ -124,6 +124,28 @@ func (b *Broker) dispatch(cc *clientConn, req kmsg.Request, p *pending) bool {
 		p.resp = b.handleIncrementalAlterConfigs(r)
 	case *kmsg.DescribeClusterRequest:
 		p.resp = b.handleDescribeCluster(r)
+	case *kmsg.OffsetCommitRequest:
+		p.resp = b.handleOffsetCommit(cc, r)
+	case *kmsg.OffsetFetchRequest:
+		p.resp = b.handleOffsetFetch(cc, r)
+	case *kmsg.FindCoordinatorRequest:
+		p.resp = b.handleFindCoordinator(r)
+	case *kmsg.JoinGroupRequest:
+		p.wait = b.handleJoinGroup(cc, r)
+	case *kmsg.HeartbeatRequest:
+		p.resp = b.handleHeartbeat(cc, r)
+	case *kmsg.LeaveGroupRequest:
+		p.resp = b.handleLeaveGroup(cc, r)
+	case *kmsg.SyncGroupRequest:
+		p.wait = b.handleSyncGroup(cc, r)
+	case *kmsg.DescribeGroupsRequest:
+		p.resp = b.handleDescribeGroups(cc, r)
+	case *kmsg.ListGroupsRequest:
+		p.resp = b.handleListGroups(cc, r)
+	case *kmsg.DeleteGroupsRequest:
+		p.resp = b.handleDeleteGroups(cc, r)
+	case *kmsg.OffsetDeleteRequest:
+		p.resp = b.handleOffsetDelete(cc, r)
 	default:
 		p.raw = appendUnsupported(nil, p.corr)
 		p.last = true

@@ -187,6 +187,16 @@ func (c *controller) duties(ctx context.Context, isController bool) error {
 				"leader", next.Leader, "leaderEpoch", next.LeaderEpoch, "isr", next.ISR)
 		}
 	}
+	moved, err := c.assignShards(ctx, live)
+	switch {
+	case errors.Is(err, errLostControl):
+		return nil
+	case errors.Is(err, metastore.ErrConditionFailed):
+		retry = true // a shard changed meanwhile: look again next round
+	case err != nil:
+		return err
+	}
+	changed = changed || moved
 	if !retry {
 		c.lastLive, c.lastRestarted = live, restarted
 		for id := range due {

@@ -247,6 +247,11 @@ func (b *Broker) reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	shards, err := b.meta.CoordinatorShards(ctx)
+	if err != nil {
+		return err
+	}
+	b.applyShards(shards)
 	peers := make(map[int32]metastore.Broker, len(brokers))
 	for _, br := range brokers {
 		if br.Live {

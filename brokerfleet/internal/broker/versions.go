@@ -10,6 +10,15 @@ var apiVersions = []kmsg.ApiVersionsResponseApiKey{
 	{ApiKey: 1, MinVersion: 4, MaxVersion: 12}, // Fetch
 	{ApiKey: 2, MinVersion: 1, MaxVersion: 8},  // ListOffsets
 	{ApiKey: 3, MinVersion: 0, MaxVersion: 12}, // Metadata
+	{ApiKey: 8, MinVersion: 2, MaxVersion: 8},  // OffsetCommit
+	{ApiKey: 9, MinVersion: 1, MaxVersion: 8},  // OffsetFetch
+	{ApiKey: 10, MinVersion: 0, MaxVersion: 4}, // FindCoordinator
+	{ApiKey: 11, MinVersion: 0, MaxVersion: 9}, // JoinGroup
+	{ApiKey: 12, MinVersion: 0, MaxVersion: 4}, // Heartbeat
+	{ApiKey: 13, MinVersion: 0, MaxVersion: 5}, // LeaveGroup
+	{ApiKey: 14, MinVersion: 0, MaxVersion: 5}, // SyncGroup
+	{ApiKey: 15, MinVersion: 0, MaxVersion: 5}, // DescribeGroups
+	{ApiKey: 16, MinVersion: 0, MaxVersion: 5}, // ListGroups
 	{ApiKey: 18, MinVersion: 0, MaxVersion: 4}, // ApiVersions
 	{ApiKey: 19, MinVersion: 2, MaxVersion: 7}, // CreateTopics
 	{ApiKey: 20, MinVersion: 1, MaxVersion: 6}, // DeleteTopics
@@ -19,7 +28,9 @@ var apiVersions = []kmsg.ApiVersionsResponseApiKey{
 	{ApiKey: 32, MinVersion: 0, MaxVersion: 4}, // DescribeConfigs
 	{ApiKey: 33, MinVersion: 0, MaxVersion: 2}, // AlterConfigs
 	{ApiKey: 37, MinVersion: 0, MaxVersion: 3}, // CreatePartitions
+	{ApiKey: 42, MinVersion: 0, MaxVersion: 2}, // DeleteGroups
 	{ApiKey: 44, MinVersion: 0, MaxVersion: 1}, // IncrementalAlterConfigs
+	{ApiKey: 47, MinVersion: 0, MaxVersion: 0}, // OffsetDelete
 	{ApiKey: 60, MinVersion: 0, MaxVersion: 1}, // DescribeCluster
 }
 

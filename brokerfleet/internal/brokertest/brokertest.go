@@ -49,6 +49,10 @@ func Start(t testing.TB, opts ...Option) *Broker {
 	}
 	cfg.Meta = NewMeta(t)
 	cfg.WatchInterval = 50 * time.Millisecond
+	// Consumer groups form fast in tests: no initial rebalance delay worth
+	// waiting for, and short sessions allowed.
+	cfg.GroupInitialRebalanceDelay = 100 * time.Millisecond
+	cfg.GroupMinSessionTimeout = 500 * time.Millisecond
 	for _, o := range opts {
 		o(&cfg)
 	}

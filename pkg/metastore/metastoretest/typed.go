@@ -285,6 +285,11 @@ func testStaleEpoch(t *testing.T, s metastore.Store, _ Options) {
 func testOffsetGeneration(t *testing.T, s metastore.Store, _ Options) {
 	m := metastore.New(s)
 	c := ctx(t)
+	// A group without generations takes commits as generation 0 until its
+	// first generation starts.
+	if err := m.CommitOffsets(c, "g", 0, []metastore.Offset{{Topic: "t", Partition: 0, Offset: 1}}); err != nil {
+		t.Fatalf("commit to a group without generations: %v", err)
+	}
 	gen1, err := m.NewGeneration(c, "g")
 	if err != nil {
 		t.Fatal(err)
@@ -292,6 +297,7 @@ func testOffsetGeneration(t *testing.T, s metastore.Store, _ Options) {
 	commit := func(gen, off int64) error {
 		return m.CommitOffsets(c, "g", gen, []metastore.Offset{{Topic: "t", Partition: 0, Offset: off}, {Topic: "t", Partition: 1, Offset: off}})
 	}
+	WantErr(t, m.CommitOffsets(c, "g", 0, []metastore.Offset{{Topic: "t", Partition: 0, Offset: 2}}), metastore.ErrFenced)
 	if err := commit(gen1, 10); err != nil {
 		t.Fatal(err)
 	}
@@ -379,6 +385,12 @@ func testGroups(t *testing.T, s metastore.Store, _ Options) {
 	if len(found) != 2 || found["billing"] != metastore.GroupShard("billing") || found["analytics"] != metastore.GroupShard("analytics") {
 		t.Fatalf("indexed groups by shard: %v", found)
 	}
+	if gi, ok, err := m.GroupInfo(c, "billing"); err != nil || !ok || gi.ProtocolType != "consumer" {
+		t.Fatalf("group info: %+v %v %v", gi, ok, err)
+	}
+	if _, ok, err := m.GroupInfo(c, "nobody"); err != nil || ok {
+		t.Fatalf("group info of an unknown group: %v %v", ok, err)
+	}
 	gen, err := m.NewGeneration(c, "billing")
 	if err != nil {
 		t.Fatal(err)
@@ -402,6 +414,9 @@ func testGroups(t *testing.T, s metastore.Store, _ Options) {
 	}
 	if got, _ := m.Offsets(c, "billing"); len(got) != 0 {
 		t.Fatalf("offsets after DeleteGroup: %+v", got)
+	}
+	if _, ok, _ := m.GroupInfo(c, "billing"); ok {
+		t.Fatal("deleted group still has an index entry")
 	}
 	gs, _ := m.Groups(c, metastore.GroupShard("billing"))
 	for _, g := range gs {

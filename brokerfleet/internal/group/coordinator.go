@@ -1,0 +1,290 @@
+package group
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/stratamq/strata/pkg/metastore"
+)
+
+// Options configures a Coordinator.
+type Options struct {
+	// Meta stores generations and committed offsets. Required.
+	Meta *metastore.Meta
+	// Valid reports whether this broker may act now (its registration
+	// lease is held and not past its safe deadline). Nil means always.
+	Valid func() bool
+	// PartitionExists reports whether a topic partition exists; commits to
+	// others are refused with UNKNOWN_TOPIC_OR_PARTITION. Nil means all do.
+	PartitionExists func(topic string, partition int32) bool
+	// MinSessionTimeout and MaxSessionTimeout bound the session timeouts
+	// members may ask for (group.min/max.session.timeout.ms).
+	MinSessionTimeout, MaxSessionTimeout time.Duration
+	// InitialRebalanceDelay is how long the first rebalance of an empty
+	// group waits for more members (group.initial.rebalance.delay.ms).
+	InitialRebalanceDelay time.Duration
+	// MaxMetadataBytes caps the metadata string of a committed offset
+	// (offset.metadata.max.bytes).
+	MaxMetadataBytes int
+	// Logger receives operational logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Defaults are Kafka's.
+const (
+	DefaultMinSessionTimeout     = 6 * time.Second
+	DefaultMaxSessionTimeout     = 30 * time.Minute
+	DefaultInitialRebalanceDelay = 3 * time.Second
+	DefaultMaxMetadataBytes      = 4096
+	// maxGroupIDBytes bounds a group id, which becomes a metastore key.
+	maxGroupIDBytes = 1000
+	// metaTimeout bounds one metastore operation.
+	metaTimeout = 10 * time.Second
+	// tickInterval is how often session and rebalance deadlines are checked.
+	tickInterval = 100 * time.Millisecond
+)
+
+// Coordinator serves the groups of the shards assigned to its broker.
+type Coordinator struct {
+	opts Options
+	log  *slog.Logger
+
+	mu     sync.Mutex
+	shards map[int32]int64 // owned shard -> assignment epoch
+	groups map[string]*group
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New starts a coordinator that owns no shards yet.
+func New(opts Options) *Coordinator {
+	if opts.Valid == nil {
+		opts.Valid = func() bool { return true }
+	}
+	if opts.PartitionExists == nil {
+		opts.PartitionExists = func(string, int32) bool { return true }
+	}
+	if opts.MinSessionTimeout <= 0 {
+		opts.MinSessionTimeout = DefaultMinSessionTimeout
+	}
+	if opts.MaxSessionTimeout <= 0 {
+		opts.MaxSessionTimeout = DefaultMaxSessionTimeout
+	}
+	if opts.InitialRebalanceDelay < 0 {
+		opts.InitialRebalanceDelay = 0
+	}
+	if opts.MaxMetadataBytes <= 0 {
+		opts.MaxMetadataBytes = DefaultMaxMetadataBytes
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Coordinator{
+		opts: opts, log: opts.Logger,
+		shards: map[int32]int64{}, groups: map[string]*group{},
+		ctx: ctx, cancel: cancel, done: make(chan struct{}),
+	}
+	go c.run()
+	return c
+}
+
+// Close stops the coordinator; parked requests are answered
+// NOT_COORDINATOR.
+func (c *Coordinator) Close() {
+	c.cancel()
+	<-c.done
+	c.SetShards(nil)
+}
+
+// SetShards sets the shards this broker coordinates, with their assignment
+// epochs. Groups of shards lost, or reassigned meanwhile (a new epoch), are
+// forgotten: their members are told NOT_COORDINATOR and rejoin wherever the
+// shard is now, and a shard that comes back starts from the metastore.
+func (c *Coordinator) SetShards(owned map[int32]int64) {
+	c.mu.Lock()
+	var drop []*group
+	for name, g := range c.groups {
+		if e, ok := owned[g.shard]; !ok || e != c.shards[g.shard] {
+			drop = append(drop, g)
+			delete(c.groups, name)
+		}
+	}
+	c.shards = make(map[int32]int64, len(owned))
+	for s, e := range owned {
+		c.shards[s] = e
+	}
+	c.mu.Unlock()
+	for _, g := range drop {
+		g.mu.Lock()
+		g.unload()
+		g.mu.Unlock()
+	}
+}
+
+// Shards returns the owned shards, sorted.
+func (c *Coordinator) Shards() []int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]int32, 0, len(c.shards))
+	for s := range c.shards {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// Owns reports whether this coordinator may serve the group now.
+func (c *Coordinator) Owns(name string) bool {
+	if !c.opts.Valid() {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.shards[metastore.GroupShard(name)]
+	return ok
+}
+
+// lookup returns the group, creating its (unloaded) in-memory record, or
+// nil if its shard is not owned or this broker may not act.
+func (c *Coordinator) lookup(name string) *group {
+	if !c.opts.Valid() {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	shard := metastore.GroupShard(name)
+	if _, ok := c.shards[shard]; !ok {
+		return nil
+	}
+	g := c.groups[name]
+	if g == nil {
+		g = newGroup(c, name, shard)
+		c.groups[name] = g
+	}
+	return g
+}
+
+// acquire returns the group locked and loaded from the metastore, or the
+// Kafka error code to answer.
+func (c *Coordinator) acquire(ctx context.Context, name string) (*group, int16) {
+	for range 3 {
+		g := c.lookup(name)
+		if g == nil {
+			return nil, codeNotCoordinator
+		}
+		g.mu.Lock()
+		if g.gone {
+			g.mu.Unlock()
+			continue // forgotten between lookup and lock: look again
+		}
+		if !g.loaded {
+			if err := g.load(ctx); err != nil {
+				g.mu.Unlock()
+				c.log.Warn("load group", "group", name, "err", err)
+				return nil, codeCoordinatorNotAvailable
+			}
+		}
+		return g, 0
+	}
+	return nil, codeNotCoordinator
+}
+
+// run checks session, rebalance and sync deadlines.
+func (c *Coordinator) run() {
+	defer close(c.done)
+	t := time.NewTicker(tickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.mu.Lock()
+		gs := make([]*group, 0, len(c.groups))
+		for name, g := range c.groups {
+			gs = append(gs, g)
+			// Forget idle groups with nothing in memory worth keeping:
+			// they are reloaded from the metastore on the next request.
+			if g.idleSince(time.Now()) > 10*time.Minute {
+				delete(c.groups, name)
+				g.gone = true
+			}
+		}
+		c.mu.Unlock()
+		valid := c.opts.Valid()
+		for _, g := range gs {
+			g.mu.Lock()
+			if !g.gone && valid {
+				g.tick(time.Now())
+			}
+			g.mu.Unlock()
+		}
+	}
+}
+
+// Snapshot is a group's state and committed offsets, for metrics.
+type Snapshot struct {
+	Group   string
+	State   string
+	Members int
+	Offsets []metastore.Offset
+}
+
+// Snapshots returns the loaded groups of this coordinator.
+func (c *Coordinator) Snapshots() []Snapshot {
+	c.mu.Lock()
+	gs := make([]*group, 0, len(c.groups))
+	for _, g := range c.groups {
+		gs = append(gs, g)
+	}
+	c.mu.Unlock()
+	var out []Snapshot
+	for _, g := range gs {
+		g.mu.Lock()
+		if g.loaded && !g.gone && g.exists() {
+			s := Snapshot{Group: g.name, State: g.stateName(), Members: len(g.members)}
+			for _, o := range g.offsets {
+				s.Offsets = append(s.Offsets, o)
+			}
+			out = append(out, s)
+		}
+		g.mu.Unlock()
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
+	return out
+}
+
+// LoadAll loads every indexed group of the owned shards, so their
+// committed offsets (and lag) are known without a client asking first.
+func (c *Coordinator) LoadAll(ctx context.Context) error {
+	for _, shard := range c.Shards() {
+		infos, err := c.opts.Meta.Groups(ctx, shard)
+		if err != nil {
+			return err
+		}
+		for _, gi := range infos {
+			g, code := c.acquire(ctx, gi.Group)
+			if code != 0 {
+				continue
+			}
+			g.mu.Unlock()
+		}
+	}
+	return nil
+}
+
+func newMemberID(clientID string) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	return clientID + "-" + id[:8] + "-" + id[8:12] + "-" + id[12:16] + "-" + id[16:20] + "-" + id[20:]
+}
