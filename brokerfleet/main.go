@@ -3,6 +3,7 @@
 //	brokerfleet dev     a local cluster with nothing else to install
 //	brokerfleet serve   one broker, configured by flags and STRATA_* variables
 //	brokerfleet bench   throughput and latency, side by side with kfake
+//	brokerfleet groups  list, describe, delete and reset consumer groups
 //
 // Run `brokerfleet <command> -help` for each command's flags.
 package main
@@ -24,6 +25,7 @@ commands:
   dev     run a local Strata cluster on 127.0.0.1:9092 (data under --data)
   serve   run one broker, configured by flags or STRATA_* environment variables
   bench   measure throughput and latency against kfake as the baseline
+  groups  list, describe, delete or reset consumer groups (admin API, -bootstrap)
 
 Run 'brokerfleet <command> -help' for the flags of a command.
 `
@@ -49,6 +51,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runServe(ctx, args[1:], stdout, stderr)
 	case "bench":
 		err = runBench(ctx, args[1:], stdout, stderr)
+	case "groups":
+		err = runGroups(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
