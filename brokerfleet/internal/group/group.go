@@ -401,6 +401,10 @@ func (g *group) answerJoin(m *member, resp *kmsg.JoinGroupResponse) {
 	if m.join == nil {
 		return
 	}
+	// A parked member is alive however long it waited; its session
+	// restarts when it is answered (as Kafka's does when a join or sync
+	// completes), so it is not expired before it can send SyncGroup.
+	m.deadline = time.Now().Add(m.session)
 	m.join <- resp
 	m.join = nil
 }
@@ -409,6 +413,7 @@ func (g *group) answerSync(m *member, code int16, assignment []byte) {
 	if m.sync == nil {
 		return
 	}
+	m.deadline = time.Now().Add(m.session) // see answerJoin
 	resp := kmsg.NewPtrSyncGroupResponse()
 	resp.ErrorCode = code
 	if code == 0 {

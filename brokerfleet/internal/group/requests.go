@@ -173,26 +173,37 @@ func (g *group) replaceStatic(old *member, id string, req *kmsg.JoinGroupRequest
 	g.answerJoin(old, fenced)
 	g.answerSync(old, codeFencedInstance, nil)
 	delete(g.members, old.id)
-	same := sameProtocols(old.protocols, req.Protocols)
 	m := old
 	oldID := m.id
 	m.id = id
 	update(m)
 	g.members[id] = m
 	g.statics[m.instanceID] = id
+	prevLeader := g.leader
 	if g.leader == oldID {
 		g.leader = id
 	}
 	g.c.log.Info("static member replaced", "group", g.name, "instance", m.instanceID, "old", oldID, "new", id)
 	switch g.state {
 	case stateStable:
-		if same {
+		// Only a change of the protocol the group would select forces a
+		// rebalance (as in Kafka). Comparing the metadata bytes would
+		// rebalance on nearly every restart, defeating KIP-345: a
+		// restarted consumer's subscription metadata differs (it owns no
+		// partitions yet, and carries generation -1).
+		if g.selectProtocol() == g.protocol {
 			resp := g.joinResponse(m)
-			if id == g.leader {
+			switch {
+			case id == g.leader && req.Version >= 9:
 				// KIP-814: the leader learns the members but keeps the
 				// current assignment.
 				resp.Members = g.memberList()
 				resp.SkipAssignment = true
+			case id == g.leader:
+				// Before v9 there is no SkipAssignment. Like Kafka, name
+				// the previous leader id, so the restarted leader does
+				// not compute an assignment the stable group ignores.
+				resp.LeaderID = prevLeader
 			}
 			resp.Version = req.Version
 			return func() *kmsg.JoinGroupResponse { return resp }
@@ -441,11 +452,13 @@ func (c *Coordinator) Commit(ctx context.Context, req *kmsg.OffsetCommitRequest)
 	if req.Version == 0 {
 		generation = -1 // v0 has no generation: a simple commit
 	}
+	// Kafka's order: the member and generation first, then the state, so
+	// a commit of a non-member or an old generation during
+	// CompletingRebalance learns that (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION,
+	// FENCED_INSTANCE_ID), not REBALANCE_IN_PROGRESS.
 	switch {
 	case generation < 0 && len(g.members) == 0:
 		// A simple consumer or an admin reset: no member to check.
-	case g.state == stateCompletingRebalance:
-		return setAll(codeRebalanceInProgress)
 	default:
 		m, code := g.checkMember(req.MemberID, req.InstanceID)
 		if code != 0 {
@@ -453,6 +466,9 @@ func (c *Coordinator) Commit(ctx context.Context, req *kmsg.OffsetCommitRequest)
 		}
 		if generation != g.generation {
 			return setAll(codeIllegalGeneration)
+		}
+		if g.state == stateCompletingRebalance {
+			return setAll(codeRebalanceInProgress)
 		}
 		g.touch(m)
 	}
