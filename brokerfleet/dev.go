@@ -37,6 +37,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fs.PrintDefaults()
 	}
 	brokerFlags(fs, &cfg, &listen, &logLevel)
+	httpAddr := fs.String("http", "127.0.0.1:9644", "address of broker 0's Prometheus metrics (/metrics); broker i uses the port + i (random ports when it is 0; empty: off)")
 	brokers := fs.Int("brokers", 3, "number of brokers; broker i listens on the -listen port + i (all on random ports when it is 0)")
 	if err := parseFlags(fs, args, stderr, false); err != nil {
 		return err
@@ -54,6 +55,17 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	basePort, err := strconv.Atoi(port)
 	if err != nil || basePort < 0 || basePort+*brokers > 65536 {
 		return usageError{fmt.Errorf("invalid value %q for flag -listen: bad port", listen)}
+	}
+	httpHost, httpPort := "", 0
+	if *httpAddr != "" {
+		h, p, err := net.SplitHostPort(*httpAddr)
+		if err == nil {
+			httpPort, err = strconv.Atoi(p)
+		}
+		if err != nil || httpPort < 0 || httpPort+*brokers > 65536 {
+			return usageError{fmt.Errorf("invalid value %q for flag -http: want host:port", *httpAddr)}
+		}
+		httpHost = h
 	}
 	logger, err := newLogger(stderr, logLevel)
 	if err != nil {
@@ -82,7 +94,15 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err := c.Validate(); err != nil {
 			return usageError{err}
 		}
-		specs = append(specs, brokerSpec{cfg: c, listen: net.JoinHostPort(host, strconv.Itoa(p))})
+		spec := brokerSpec{cfg: c, listen: net.JoinHostPort(host, strconv.Itoa(p))}
+		if *httpAddr != "" {
+			hp := 0
+			if httpPort != 0 {
+				hp = httpPort + i
+			}
+			spec.http = net.JoinHostPort(httpHost, strconv.Itoa(hp))
+		}
+		specs = append(specs, spec)
 	}
 	return serveBrokers(ctx, stdout, logger, specs)
 }

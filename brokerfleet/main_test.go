@@ -50,7 +50,7 @@ type devProcess struct {
 
 func startDev(t *testing.T, dataDir string) *devProcess {
 	t.Helper()
-	return startProcess(t, "dev", "-listen", "127.0.0.1:0", "-data", dataDir)
+	return startProcess(t, "dev", "-listen", "127.0.0.1:0", "-http", "127.0.0.1:0", "-data", dataDir)
 }
 
 // startProcess runs the brokerfleet binary and waits for its ready line.

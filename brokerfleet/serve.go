@@ -7,7 +7,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/stratamq/strata/brokerfleet/internal/broker"
 )
@@ -47,6 +53,9 @@ func brokerFlags(fs *flag.FlagSet, cfg *broker.Config, listen *string, logLevel 
 	fs.DurationVar(&cfg.WatchInterval, "watch-interval", cfg.WatchInterval, "how often the metastore is polled for metadata changes (one read each)")
 	fs.DurationVar(&cfg.ReassignAfter, "reassign-after", cfg.ReassignAfter, "the controller moves the replicas of a broker dead this long to other live brokers")
 	fs.DurationVar(&cfg.ReplicaLagMax, "replica-lag-max", cfg.ReplicaLagMax, "a follower that has not caught up for this long leaves the ISR (replica.lag.time.max.ms)")
+	fs.DurationVar(&cfg.GroupMinSessionTimeout, "group-min-session-timeout", cfg.GroupMinSessionTimeout, "shortest session timeout a consumer group member may ask for (group.min.session.timeout.ms)")
+	fs.DurationVar(&cfg.GroupMaxSessionTimeout, "group-max-session-timeout", cfg.GroupMaxSessionTimeout, "longest session timeout a consumer group member may ask for (group.max.session.timeout.ms)")
+	fs.DurationVar(&cfg.GroupInitialRebalanceDelay, "group-initial-rebalance-delay", cfg.GroupInitialRebalanceDelay, "how long the first rebalance of an empty group waits for more members (group.initial.rebalance.delay.ms)")
 	cfg.TopicDefaults = map[string]string{}
 	fs.Var(kvFlag(cfg.TopicDefaults), "topic-default", "default topic config as key=value, repeatable (for example retention.ms=3600000)")
 	fs.StringVar(logLevel, "log-level", *logLevel, "log level: debug, info, warn or error")
@@ -64,6 +73,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Func("node-id", "this broker's node id (default 0)", func(s string) error { return parseInt32(s, &cfg.NodeID) })
 	fs.StringVar(&cfg.Advertise, "advertise", "", "host:port clients should connect to (default: the listen address)")
 	fs.StringVar(&cfg.Rack, "rack", "", "this broker's rack, usually its availability zone")
+	httpAddr := ""
+	fs.StringVar(&httpAddr, "http", httpAddr, "address to serve Prometheus metrics on at /metrics (host:port; empty: off)")
 	var mf metaFlags
 	mf.register(fs)
 	if err := parseFlags(fs, args, stderr, true); err != nil {
@@ -86,7 +97,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := cfg.Validate(); err != nil {
 		return usageError{err}
 	}
-	return serveBrokers(ctx, stdout, logger, []brokerSpec{{cfg: cfg, listen: listen}})
+	return serveBrokers(ctx, stdout, logger, []brokerSpec{{cfg: cfg, listen: listen, http: httpAddr}})
 }
 
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {
@@ -100,6 +111,7 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 type brokerSpec struct {
 	cfg    broker.Config
 	listen string
+	http   string // metrics address; empty: none
 }
 
 // serveBrokers starts the brokers, prints one "ready" line with the
@@ -131,6 +143,14 @@ func serveBrokers(ctx context.Context, stdout io.Writer, logger *slog.Logger, sp
 		brokers = append(brokers, b)
 		addrs = append(addrs, s.cfg.Advertise)
 		go func() { errc <- b.Serve(ln) }()
+		if s.http != "" {
+			srv, err := serveMetrics(s.http, b)
+			if err != nil {
+				return err
+			}
+			defer srv.Close()
+			logger.Info("serving metrics", "broker", s.cfg.NodeID, "url", "http://"+srv.Addr+"/metrics")
+		}
 	}
 	fmt.Fprintf(stdout, "strata ready: bootstrap %s\n", strings.Join(addrs, ","))
 	select {
@@ -140,6 +160,22 @@ func serveBrokers(ctx context.Context, stdout io.Writer, logger *slog.Logger, sp
 	case err := <-errc:
 		return err
 	}
+}
+
+// serveMetrics serves the broker's Prometheus metrics (and the Go runtime's
+// and the process's) at /metrics on addr.
+func serveMetrics(addr string, b *broker.Broker) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s (flag -http): %w", addr, err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(b.Collector(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Addr: ln.Addr().String(), Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	return srv, nil
 }
 
 func parseInt32(s string, dst *int32) error {

@@ -54,7 +54,9 @@ func (b *Broker) runController() {
 	// registrations are read twice as often, which is what bounds how
 	// soon after a broker's last heartbeat it can be declared dead.
 	interval := b.cfg.Lease.Duration / 6
-	t := time.NewTimer(interval)
+	// The first round runs at once, so a fresh cluster has a controller
+	// (and coordinator shards for consumer groups) without waiting.
+	t := time.NewTimer(0)
 	defer t.Stop()
 	wasController, held := false, false
 	for round := 0; ; round++ {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -65,6 +66,13 @@ func startMember(t *testing.T, addr, group, topicName string, seen *seenSet, opt
 			// kgo does by default, kept when overriding the callback).
 			_ = cl.CommitUncommittedOffsets(ctx)
 			for _, ps := range r {
+				m.assigned.Add(-int64(len(ps)))
+			}
+		}),
+		// Partitions are lost (not revoked) when the member is dropped,
+		// e.g. when the group's coordinator shard moves while it runs.
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, l map[string][]int32) {
+			for _, ps := range l {
 				m.assigned.Add(-int64(len(ps)))
 			}
 		}),
@@ -132,19 +140,18 @@ func TestGroupMembersComeAndGo(t *testing.T) {
 	m1 := startMember(t, addr, "flowers", "flow", seen)
 	waitFor(t, "member 1 owns all 12 partitions", func() bool { return m1.assigned.Load() == 12 })
 	m2 := startMember(t, addr, "flowers", "flow", seen)
-	waitFor(t, "two members share the partitions", func() bool {
-		return m2.assigned.Load() > 0 && m1.assigned.Load()+m2.assigned.Load() == 12
+	waitFor(t, "two members with 6 partitions each", func() bool {
+		return m1.assigned.Load() == 6 && m2.assigned.Load() == 6
 	})
 	m3 := startMember(t, addr, "flowers", "flow", seen)
-	waitFor(t, "three members share the partitions", func() bool {
-		return m3.assigned.Load() > 0 && m1.assigned.Load()+m2.assigned.Load()+m3.assigned.Load() == 12
+	waitFor(t, "three members with 4 partitions each", func() bool {
+		return m1.assigned.Load() == 4 && m2.assigned.Load() == 4 && m3.assigned.Load() == 4
 	})
-	require.Equal(t, int64(4), m3.assigned.Load(), "cooperative-sticky gives each of three members 4 of 12")
 	waitFor(t, "each member consumes", func() bool { return m1.polled.Load() > 0 && m2.polled.Load() > 0 && m3.polled.Load() > 0 })
 
 	// One leaves mid-stream; the others take over its partitions.
 	m2.leave()
-	waitFor(t, "two members own all partitions again", func() bool { return m1.assigned.Load()+m3.assigned.Load() == 12 })
+	waitFor(t, "two members with 6 partitions each again", func() bool { return m1.assigned.Load() == 6 && m3.assigned.Load() == 6 })
 	at := count()
 	waitFor(t, "more records flow", func() bool { return count() > at+500 })
 	close(stop)
@@ -213,4 +220,76 @@ func TestGroupResumesFromCommittedOffsets(t *testing.T) {
 	var sum int64
 	offs.Each(func(o kadm.OffsetResponse) { require.NoError(t, o.Err); sum += o.At })
 	require.Equal(t, int64(600), sum)
+}
+
+// The lag metric comes from the group's coordinator alone and agrees with
+// what a client computes (kadm.Lag), including partitions led by other
+// brokers.
+func TestGroupLagMetricMatchesKadm(t *testing.T) {
+	brokers := startCluster(t, 3)
+	addr := brokers[0].Addr
+	brokertest.CreateTopic(t, addr, "lagging", 6, nil)
+	prod := brokertest.Client(t, addr)
+	for i := 0; i < 600; i++ {
+		require.NoError(t, prod.ProduceSync(context.Background(), &kgo.Record{Topic: "lagging", Key: []byte(fmt.Sprint(i)), Value: []byte("v")}).FirstErr())
+	}
+	// A member reads about half, commits and leaves.
+	seen := &seenSet{vals: map[string]int{}}
+	m := startMember(t, addr, "laggards", "lagging", seen, kgo.FetchMaxPartitionBytes(200), kgo.FetchMaxBytes(200))
+	waitFor(t, "some records consumed", func() bool { return m.polled.Load() >= 300 })
+	m.leave()
+	for i := 0; i < 100; i++ {
+		require.NoError(t, prod.ProduceSync(context.Background(), &kgo.Record{Topic: "lagging", Key: []byte(fmt.Sprint(i)), Value: []byte("w")}).FirstErr())
+	}
+
+	adm := brokertest.Admin(t, addr)
+	lags, err := adm.Lag(context.Background(), "laggards")
+	require.NoError(t, err)
+	want := map[string]float64{}
+	var total int64
+	for _, ps := range lags["laggards"].Lag {
+		for _, l := range ps {
+			require.NoError(t, l.Err)
+			want[fmt.Sprint(l.Partition)] = float64(l.Lag)
+			total += l.Lag
+		}
+	}
+	require.Len(t, want, 6)
+	require.Greater(t, total, int64(0))
+
+	reporters := 0
+	for _, b := range brokers {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(b.Collector())
+		fams, err := reg.Gather()
+		require.NoError(t, err)
+		got := map[string]float64{}
+		members := -1.0
+		for _, f := range fams {
+			for _, mt := range f.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range mt.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				if labels["group"] != "laggards" {
+					continue
+				}
+				switch f.GetName() {
+				case "strata_consumer_group_lag":
+					require.Equal(t, "lagging", labels["topic"])
+					got[labels["partition"]] = mt.GetGauge().GetValue()
+				case "strata_consumer_group_members":
+					members = mt.GetGauge().GetValue()
+					require.Equal(t, "Empty", labels["state"])
+				}
+			}
+		}
+		if len(got) == 0 {
+			continue
+		}
+		reporters++
+		require.Equal(t, want, got, "broker %d's lag metric", b.Cfg.NodeID)
+		require.Equal(t, 0.0, members)
+	}
+	require.Equal(t, 1, reporters, "exactly the coordinator reports the group")
 }
