@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"time"
 )
 
@@ -52,6 +53,13 @@ func (l *Log) DeleteTo(offset int64) error {
 // base of the new first segment and is persisted. It returns the number of
 // deleted segments.
 func (l *Log) ApplyRetention(retention time.Duration, retentionBytes int64) (removed int, err error) {
+	return l.ApplyRetentionBelow(retention, retentionBytes, math.MaxInt64)
+}
+
+// ApplyRetentionBelow is ApplyRetention that deletes only segments lying
+// wholly below limit: with an object tier, local segments go only once
+// they are uploaded.
+func (l *Log) ApplyRetentionBelow(retention time.Duration, retentionBytes, limit int64) (removed int, err error) {
 	l.flush.acquire()
 	defer l.flush.release()
 	l.mu.Lock()
@@ -81,8 +89,18 @@ func (l *Log) ApplyRetention(retention time.Duration, retentionBytes int64) (rem
 			n++
 		}
 	}
+	for n > 0 && l.segs[n-1].next > limit {
+		n--
+	}
 	if n == 0 {
 		return 0, nil
+	}
+	if n == len(l.segs) {
+		// Rolled above, but the active segment itself is never deleted.
+		n--
+		if n == 0 {
+			return 0, nil
+		}
 	}
 	if err := l.advanceStart(l.segs[n].base, n); err != nil {
 		return 0, fmt.Errorf("segment: apply retention: %w", err)
@@ -194,4 +212,46 @@ func (s *segment) cutIndex(offset int64) (segIndex, int64, error) {
 		maxTs = max(maxTs, h.MaxTimestamp)
 		idx.lastRel = s.rel(h.BaseOffset)
 	}
+}
+
+// ResetTo empties the log and makes offset both its start and its next
+// offset (Kafka's truncate-fully-and-start-at): for a replica whose log
+// lies wholly below what the leader, or the object tier, still holds. The
+// old segments are removed first, then an empty segment at offset is
+// created and the checkpoint records the new start; a crash midway leaves
+// an empty log at the old start, which is reset again.
+func (l *Log) ResetTo(offset int64) error {
+	l.flush.acquire()
+	defer l.flush.release()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.usable(); err != nil {
+		return fmt.Errorf("segment: reset to %d: %w", offset, err)
+	}
+	if offset < 0 {
+		return fmt.Errorf("segment: reset to %d: negative offset: %w", offset, ErrOffsetOutOfRange)
+	}
+	if len(l.segs) == 1 && l.segs[0].empty() && l.segs[0].base == offset {
+		l.start = offset
+		return l.writeCheckpoint(false)
+	}
+	doomed := l.segs
+	l.segs = nil
+	if err := l.removeSegments(doomed); err != nil {
+		l.fail(err)
+		return fmt.Errorf("segment: reset to %d: %w", offset, err)
+	}
+	s, err := l.createSegment(offset)
+	if err != nil {
+		l.fail(err)
+		return fmt.Errorf("segment: reset to %d: %w", offset, err)
+	}
+	l.segs = []*segment{s}
+	l.start = offset
+	l.flush.lower(offset)
+	l.flush.advance(offset)
+	if err := l.writeCheckpoint(false); err != nil {
+		return fmt.Errorf("segment: reset to %d: %w", offset, err)
+	}
+	return nil
 }

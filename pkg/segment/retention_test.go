@@ -203,3 +203,64 @@ func TestTruncateTo(t *testing.T) {
 		})
 	}
 }
+
+func TestResetTo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	m := NewMemFS()
+	o := Options{FS: m, Dir: "d", SegmentBytes: 2000, IndexIntervalBytes: 300}
+	l := openLog(t, o)
+	bs := genBatches(rng, 0, 60, 0)
+	appendAll(t, l, rng, bs)
+	require.NoError(t, l.Flush(math.MaxInt64))
+	require.Greater(t, len(l.Segments()), 2)
+	require.ErrorIs(t, l.ResetTo(-1), ErrOffsetOutOfRange)
+
+	// Past the end, as after a wiped disk meets a tier that holds more.
+	at := bs[59].last + 1000
+	require.NoError(t, l.ResetTo(at))
+	require.Equal(t, at, l.StartOffset())
+	require.Equal(t, at, l.NextOffset())
+	require.Len(t, l.Segments(), 1)
+	more := genBatches(rng, at, 20, 100)
+	appendAll(t, l, rng, more)
+	require.NoError(t, l.Flush(math.MaxInt64))
+	require.Equal(t, modelBytes(more, 0), readAll(t, l))
+	_, err := l.Read(nil, bs[10].base, 1<<20, math.MaxInt64)
+	require.ErrorIs(t, err, ErrOffsetOutOfRange, "the old batches are gone")
+
+	// The reset survives a reopen and a crash.
+	require.NoError(t, l.Close())
+	l = openLog(t, o)
+	require.Equal(t, at, l.StartOffset())
+	require.Equal(t, modelBytes(more, 0), readAll(t, l))
+	l = openLog(t, Options{FS: m.Crash(0), Dir: "d", SegmentBytes: 2000, IndexIntervalBytes: 300})
+	require.Equal(t, at, l.StartOffset())
+	require.Equal(t, modelBytes(more, 0), readAll(t, l))
+
+	// Below the start too (a leader whose log was deleted further back).
+	require.NoError(t, l.ResetTo(5))
+	require.Equal(t, int64(5), l.NextOffset())
+	require.NoError(t, l.ResetTo(5), "resetting an empty log to its start is a no-op")
+	require.NoError(t, l.Close())
+}
+
+func TestApplyRetentionBelowKeepsWhatIsNotUploaded(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	l := openLog(t, Options{FS: NewMemFS(), Dir: "d", SegmentBytes: 2000, IndexIntervalBytes: 300})
+	bs := genBatches(rng, 0, 80, 0)
+	appendAll(t, l, rng, bs)
+	segs := l.Segments()
+	require.Greater(t, len(segs), 4)
+	limit := segs[2].NextOffset // "uploaded" up to the end of the third segment
+	removed, err := l.ApplyRetentionBelow(time.Nanosecond, -1, limit)
+	require.NoError(t, err)
+	require.Equal(t, 3, removed, "everything is expired, but only uploaded segments go")
+	require.Equal(t, limit, l.StartOffset())
+	removed, err = l.ApplyRetentionBelow(-1, 0, limit)
+	require.NoError(t, err)
+	require.Zero(t, removed, "size retention respects the limit too")
+	left := len(l.Segments())
+	removed, err = l.ApplyRetentionBelow(-1, 0, math.MaxInt64)
+	require.NoError(t, err)
+	require.Equal(t, left-1, removed, "without a limit, all but the active segment")
+}
