@@ -38,6 +38,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	brokerFlags(fs, &cfg, &listen, &logLevel)
 	httpAddr := fs.String("http", "127.0.0.1:9644", "address of broker 0's Prometheus metrics (/metrics); broker i uses the port + i (random ports when it is 0; empty: off)")
+	tiered := fs.Bool("tier", true, "run an in-process S3 stand-in (persistent in <data>/s3.db) as the long-term tier")
 	brokers := fs.Int("brokers", 3, "number of brokers; broker i listens on the -listen port + i (all on random ports when it is 0)")
 	if err := parseFlags(fs, args, stderr, false); err != nil {
 		return err
@@ -82,6 +83,15 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	defer closer.Close()
 	cfg.Meta = meta
+	if *tiered {
+		objects, s3closer, url, err := startDevS3(ctx, cfg.DataDir)
+		if err != nil {
+			return err
+		}
+		defer s3closer.Close()
+		cfg.Objects = objects
+		logger.Info("S3 tier on an in-process stand-in", "endpoint", url, "bucket", devBucket)
+	}
 	var specs []brokerSpec
 	for i := 0; i < *brokers; i++ {
 		c := cfg

@@ -56,6 +56,8 @@ func brokerFlags(fs *flag.FlagSet, cfg *broker.Config, listen *string, logLevel 
 	fs.DurationVar(&cfg.GroupMinSessionTimeout, "group-min-session-timeout", cfg.GroupMinSessionTimeout, "shortest session timeout a consumer group member may ask for (group.min.session.timeout.ms)")
 	fs.DurationVar(&cfg.GroupMaxSessionTimeout, "group-max-session-timeout", cfg.GroupMaxSessionTimeout, "longest session timeout a consumer group member may ask for (group.max.session.timeout.ms)")
 	fs.DurationVar(&cfg.GroupInitialRebalanceDelay, "group-initial-rebalance-delay", cfg.GroupInitialRebalanceDelay, "how long the first rebalance of an empty group waits for more members (group.initial.rebalance.delay.ms)")
+	fs.DurationVar(&cfg.TierInterval, "tier-interval", cfg.TierInterval, "how often a leader uploads closed segments to the S3 tier and applies retention there")
+	fs.DurationVar(&cfg.TierOrphanGrace, "tier-orphan-grace", cfg.TierOrphanGrace, "objects of the S3 tier that no manifest references are deleted once this old")
 	cfg.TopicDefaults = map[string]string{}
 	fs.Var(kvFlag(cfg.TopicDefaults), "topic-default", "default topic config as key=value, repeatable (for example retention.ms=3600000)")
 	fs.StringVar(logLevel, "log-level", *logLevel, "log level: debug, info, warn or error")
@@ -77,6 +79,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&httpAddr, "http", httpAddr, "address to serve Prometheus metrics on at /metrics (host:port; empty: off)")
 	var mf metaFlags
 	mf.register(fs)
+	var of objectFlags
+	of.register(fs)
 	if err := parseFlags(fs, args, stderr, true); err != nil {
 		return err
 	}
@@ -94,6 +98,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer closer.Close()
 	cfg.Meta = meta
+	if cfg.Objects, err = of.open(ctx); err != nil {
+		return err
+	}
 	if err := cfg.Validate(); err != nil {
 		return usageError{err}
 	}

@@ -14,6 +14,7 @@ type SegmentRef struct {
 	Size         int64  `json:"size"`
 	MaxTimestamp int64  `json:"maxTs"`
 	Object       string `json:"object"`
+	IndexPos     int64  `json:"ix,omitempty"` // where the object's offset index starts (after the batches)
 }
 
 // Manifest is the list of a partition's segments in S3. A segment object is

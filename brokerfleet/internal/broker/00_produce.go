@@ -121,6 +121,10 @@ func (b *Broker) produceOne(req *kmsg.ProduceRequest, topicName string, idx int3
 		// a successor may already lead.
 		return nil, partition.AppendResult{}, fmt.Errorf("%s-%d: broker registration lease not held: %w", topicName, idx, errNotLeader)
 	}
+	if ts := b.lookup(topicName); ts != nil && !b.tiering.ready(ts.meta.ID, idx, p) {
+		// A new leader reads the tier's manifest before its first write.
+		return nil, partition.AppendResult{}, fmt.Errorf("%s-%d: loading the tier manifest: %w", topicName, idx, errNotLeader)
+	}
 	h, err := segment.ParseHeader(records)
 	if err != nil {
 		return nil, partition.AppendResult{}, coded(kerr.CorruptMessage, "record batch: %v", err)

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
+	"github.com/stratamq/strata/pkg/segment"
 )
 
 // maxFetchWait caps a client's MaxWaitMillis.
@@ -119,6 +120,9 @@ func (b *Broker) readFetch(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bo
 				sp.HighWatermark = p.HighWatermark()
 				sp.LastStableOffset = sp.HighWatermark
 				sp.LogStartOffset = p.LogStartOffset()
+				if req.ReplicaID >= 0 {
+					sp.LogStartOffset = p.LocalLogStartOffset() // where a follower can start
+				}
 				limit := min(int(rp.PartitionMaxBytes), remaining)
 				if limit <= 0 && total > 0 {
 					break
@@ -133,6 +137,12 @@ func (b *Broker) readFetch(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bo
 					data, err = p.ReadUncommitted(nil, rp.FetchOffset, max(limit, 0))
 				} else {
 					data, err = p.Read(nil, rp.FetchOffset, max(limit, 0), total == 0)
+					if b.tiering != nil && errors.Is(err, segment.ErrOffsetOutOfRange) && rp.FetchOffset < p.LocalLogStartOffset() && rp.FetchOffset >= p.LogStartOffset() {
+						// Below the local log: the tier has it.
+						if ts := b.lookup(rt.Topic); ts != nil {
+							data, err = b.readTier(ts.meta.ID, rp.Partition, rp.FetchOffset, max(limit, 1))
+						}
+					}
 				}
 				if err != nil {
 					sp.ErrorCode = errorCode(err)

@@ -51,8 +51,10 @@ func (b *Broker) listOffset(topicName string, rp kmsg.ListOffsetsRequestTopicPar
 	switch ts := rp.Timestamp; {
 	case ts == listLatest:
 		sp.Offset, sp.LeaderEpoch = p.HighWatermark(), epoch
-	case ts == listEarliest || ts == listEarliestLoc:
+	case ts == listEarliest:
 		sp.Offset, sp.LeaderEpoch = p.LogStartOffset(), epoch
+	case ts == listEarliestLoc:
+		sp.Offset, sp.LeaderEpoch = p.LocalLogStartOffset(), epoch // KIP-405: the first offset on local disk
 	case ts == listMaxTimestamp:
 		off, rts, ok, err := p.MaxTimestamp()
 		if err != nil {

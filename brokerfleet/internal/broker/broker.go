@@ -38,6 +38,7 @@ type Broker struct {
 	actEpoch atomic.Int64     // the lease epoch under which partition state was last re-read
 	repl     replicator
 	coord    *group.Coordinator
+	tiering  *tiering // nil without an object store
 
 	host string
 	port int32
@@ -135,6 +136,10 @@ func New(cfg Config) (*Broker, error) {
 		b.registered(tctx, st.Epoch)
 	}
 	tcancel()
+	if b.tiering = newTiering(b); b.tiering != nil {
+		b.wg.Add(1)
+		go b.tiering.run()
+	}
 	b.wg.Add(5)
 	go b.maintain()
 	go b.watch()

@@ -12,6 +12,7 @@ import (
 	"github.com/stratamq/strata/brokerfleet/internal/group"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
 	"github.com/stratamq/strata/pkg/metastore"
+	"github.com/stratamq/strata/pkg/objstore"
 	"github.com/stratamq/strata/pkg/segment"
 )
 
@@ -76,6 +77,15 @@ type Config struct {
 	// GroupInitialRebalanceDelay is how long the first rebalance of an
 	// empty group waits for more members (group.initial.rebalance.delay.ms).
 	GroupInitialRebalanceDelay time.Duration
+	// Objects is the object store of the S3 tier; nil: no tier (segments
+	// stay local and retention deletes them).
+	Objects objstore.Store
+	// TierInterval is how often led partitions upload closed segments,
+	// expire tiered ones and (every TierOrphanGrace/2) collect orphans.
+	TierInterval time.Duration
+	// TierOrphanGrace is how old an object no manifest references must be
+	// before it is deleted.
+	TierOrphanGrace time.Duration
 	// Logger receives operational logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Now is the wall clock (for LogAppendTime and retention); nil means
@@ -100,6 +110,8 @@ func DefaultConfig() Config {
 		GroupMinSessionTimeout:     group.DefaultMinSessionTimeout,
 		GroupMaxSessionTimeout:     group.DefaultMaxSessionTimeout,
 		GroupInitialRebalanceDelay: group.DefaultInitialRebalanceDelay,
+		TierInterval:               5 * time.Second,
+		TierOrphanGrace:            10 * time.Minute,
 	}
 }
 
@@ -154,6 +166,12 @@ func (c *Config) ValidateSettings() error {
 	}
 	if c.GroupInitialRebalanceDelay < 0 {
 		errs = append(errs, fmt.Errorf("group-initial-rebalance-delay: %v is negative", c.GroupInitialRebalanceDelay))
+	}
+	if c.TierInterval <= 0 {
+		errs = append(errs, fmt.Errorf("tier-interval: %v is not positive", c.TierInterval))
+	}
+	if c.TierOrphanGrace <= 0 {
+		errs = append(errs, fmt.Errorf("tier-orphan-grace: %v is not positive", c.TierOrphanGrace))
 	}
 	if c.Advertise != "" {
 		if _, _, err := splitHostPort(c.Advertise); err != nil {

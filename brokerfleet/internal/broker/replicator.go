@@ -257,7 +257,7 @@ func (r *replicator) fetchRequest(parts []followed) *kmsg.FetchRequest {
 		rp.Partition = f.index
 		rp.CurrentLeaderEpoch = f.epoch
 		rp.FetchOffset = f.p.LogEndOffset()
-		rp.LogStartOffset = f.p.LogStartOffset()
+		rp.LogStartOffset = f.p.LocalLogStartOffset()
 		rp.PartitionMaxBytes = replicaPartMaxBytes
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
@@ -284,6 +284,16 @@ func (r *replicator) apply(parts []followed, resp *kmsg.FetchResponse, log inter
 		for _, rp := range rt.Partitions {
 			p := byKey[rt.Topic][rp.Partition]
 			if p == nil {
+				continue
+			}
+			if rp.ErrorCode == kerr.OffsetOutOfRange.Code && rp.LogStartOffset > p.LogEndOffset() {
+				// Our whole log lies below the leader's (its older segments
+				// went to the tier, or our disk was wiped): start over at
+				// the leader's log start, as Kafka's followers do.
+				if err := p.ResetTo(rp.LogStartOffset); err != nil && !errors.Is(err, partition.ErrClosed) {
+					log.Warn("reset replica to the leader's log start", "topic", rt.Topic, "partition", rp.Partition, "err", err)
+				}
+				progressed = true
 				continue
 			}
 			if rp.ErrorCode != 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,6 +42,8 @@ type Partition struct {
 	hwm         atomic.Int64
 	logStart    atomic.Int64
 	leaderEpoch atomic.Int32
+	tierStart   atomic.Int64 // first offset in the object tier; -1: none
+	uploadedTo  atomic.Int64 // segments below are uploaded; MaxInt64: not tiered
 
 	repMu sync.Mutex
 	rep   replication
@@ -92,6 +95,8 @@ func New(o Options) (*Partition, error) {
 	// "fsync" topics is at least everything ever acknowledged.
 	p.hwm.Store(o.Log.NextOffset())
 	p.logStart.Store(o.Log.StartOffset())
+	p.tierStart.Store(-1)
+	p.uploadedTo.Store(math.MaxInt64)
 	// Until told otherwise, a partition is the sole replica and leader.
 	p.rep = replication{leader: true, durable: o.Log.NextOffset()}
 	go p.flusher()
@@ -118,8 +123,15 @@ func (p *Partition) SetConfig(c topic.Config) {
 // visible to consumers.
 func (p *Partition) HighWatermark() int64 { return p.hwm.Load() }
 
-// LogStartOffset is the earliest offset still readable.
-func (p *Partition) LogStartOffset() int64 { return p.logStart.Load() }
+// LogStartOffset is the earliest offset still readable, from the object
+// tier or the local log (what clients are told).
+func (p *Partition) LogStartOffset() int64 {
+	local := p.logStart.Load()
+	if t := p.tierStart.Load(); t >= 0 && t < local {
+		return t
+	}
+	return local
+}
 
 // LogEndOffset is the offset the next appended record will get.
 func (p *Partition) LogEndOffset() int64 { return p.log.NextOffset() }
@@ -333,7 +345,19 @@ func (p *Partition) Maintain() error {
 	case retention < 0:
 		retention = 0
 	}
-	if _, err := p.log.ApplyRetention(retention, cfg.RetentionBytes); err != nil {
+	retentionBytes, limit := cfg.RetentionBytes, int64(math.MaxInt64)
+	if p.Tiered() {
+		// The tier keeps the log for retention.*; locally only uploaded
+		// segments go, after local.retention.*.
+		retention, retentionBytes, limit = cfg.LocalRetention, cfg.LocalRetentionBytes, p.uploadedTo.Load()
+		switch {
+		case retention == 0:
+			retention = time.Nanosecond
+		case retention < 0:
+			retention = 0
+		}
+	}
+	if _, err := p.log.ApplyRetentionBelow(retention, retentionBytes, limit); err != nil {
 		return err
 	}
 	p.logStart.Store(p.log.StartOffset())

@@ -14,6 +14,8 @@ import (
 const (
 	RetentionMs          = "retention.ms"
 	RetentionBytes       = "retention.bytes"
+	LocalRetentionMs     = "local.retention.ms"
+	LocalRetentionBytes  = "local.retention.bytes"
 	SegmentBytes         = "segment.bytes"
 	SegmentMs            = "segment.ms"
 	MaxMessageBytes      = "max.message.bytes"
@@ -51,6 +53,11 @@ type Config struct {
 	LogAppendTime     bool
 	Durability        string
 	UncleanElection   bool // a live out-of-sync replica may lead when no ISR member is live
+	// LocalRetention and LocalRetentionBytes bound the local log when an
+	// object tier holds the rest (only uploaded segments are deleted);
+	// -2 in the config means "as retention.ms / retention.bytes".
+	LocalRetention      time.Duration
+	LocalRetentionBytes int64
 }
 
 // Kind is a config value's type, as DescribeConfigs reports it.
@@ -116,6 +123,20 @@ var defs = []Def{
 		parse: func(v string, c *Config) error {
 			n, err := parseInt(v, -1, math.MaxInt64)
 			c.RetentionBytes = n
+			return err
+		}},
+	{Name: LocalRetentionBytes, Kind: KindLong, Default: "-2",
+		Doc: "With the S3 tier: per-partition size of the local log above which uploaded segments are deleted locally; -2 for retention.bytes, -1 for no limit.",
+		parse: func(v string, c *Config) error {
+			n, err := parseInt(v, -2, math.MaxInt64)
+			c.LocalRetentionBytes = n
+			return err
+		}},
+	{Name: LocalRetentionMs, Kind: KindLong, Default: "-2",
+		Doc: "With the S3 tier: how long uploaded segments stay on local disk; -2 for retention.ms, -1 for ever.",
+		parse: func(v string, c *Config) error {
+			n, err := parseInt(v, -2, math.MaxInt64/int64(time.Millisecond))
+			c.LocalRetention = time.Duration(n) * time.Millisecond
 			return err
 		}},
 	{Name: RetentionMs, Kind: KindLong, Default: "604800000",
@@ -255,6 +276,12 @@ func (d Defaults) Resolve(overrides map[string]string) (Config, error) {
 		if _, ok := defIndex[k]; !ok {
 			return Config{}, fmt.Errorf("%w: unknown topic config %q", ErrInvalidConfig, k)
 		}
+	}
+	if c.LocalRetention == -2*time.Millisecond {
+		c.LocalRetention = c.Retention
+	}
+	if c.LocalRetentionBytes == -2 {
+		c.LocalRetentionBytes = c.RetentionBytes
 	}
 	return c, nil
 }

@@ -181,14 +181,16 @@ func TestNewDefaultsOneOverride(t *testing.T) {
 
 func builtinConfig() topic.Config {
 	return topic.Config{
-		Retention:         7 * 24 * time.Hour,
-		RetentionBytes:    -1,
-		SegmentBytes:      1 << 30,
-		SegmentAge:        7 * 24 * time.Hour,
-		MaxMessageBytes:   1048588,
-		MinInsyncReplicas: 1,
-		LogAppendTime:     false,
-		Durability:        topic.DurabilityReplicated,
+		Retention:           7 * 24 * time.Hour,
+		RetentionBytes:      -1,
+		LocalRetention:      7 * 24 * time.Hour,
+		LocalRetentionBytes: -1,
+		SegmentBytes:        1 << 30,
+		SegmentAge:          7 * 24 * time.Hour,
+		MaxMessageBytes:     1048588,
+		MinInsyncReplicas:   1,
+		LogAppendTime:       false,
+		Durability:          topic.DurabilityReplicated,
 	}
 }
 
@@ -249,6 +251,7 @@ func TestResolve(t *testing.T) {
 
 	brokerCfg := builtinConfig()
 	brokerCfg.Retention = time.Hour
+	brokerCfg.LocalRetention = time.Hour // follows retention.ms
 	brokerCfg.LogAppendTime = true
 	brokerCfg.Durability = topic.DurabilityFsync
 
@@ -273,6 +276,7 @@ func TestResolve(t *testing.T) {
 			want: func() topic.Config {
 				c := builtinConfig()
 				c.Retention = -time.Millisecond
+				c.LocalRetention = -time.Millisecond // follows retention.ms
 				c.SegmentBytes = 1 << 20
 				c.MinInsyncReplicas = 2
 				return c
@@ -290,14 +294,16 @@ func TestResolve(t *testing.T) {
 				topic.Durability:           "fsync",
 			},
 			want: topic.Config{
-				Retention:         time.Minute,
-				RetentionBytes:    5000,
-				SegmentBytes:      2048,
-				SegmentAge:        time.Second,
-				MaxMessageBytes:   100,
-				MinInsyncReplicas: 2,
-				LogAppendTime:     true,
-				Durability:        topic.DurabilityFsync,
+				Retention:           time.Minute,
+				RetentionBytes:      5000,
+				LocalRetention:      time.Minute,
+				LocalRetentionBytes: 5000,
+				SegmentBytes:        2048,
+				SegmentAge:          time.Second,
+				MaxMessageBytes:     100,
+				MinInsyncReplicas:   2,
+				LogAppendTime:       true,
+				Durability:          topic.DurabilityFsync,
 			}},
 		{name: "unknown key", defaults: d, overrides: map[string]string{"retention.hours": "1"},
 			wantErr: `unknown topic config "retention.hours"`},
@@ -339,6 +345,7 @@ func TestDefsAndLookup(t *testing.T) {
 		topic.RetentionMs, topic.RetentionBytes, topic.SegmentBytes, topic.SegmentMs,
 		topic.MaxMessageBytes, topic.MinInsyncReplicas, topic.CleanupPolicy,
 		topic.MessageTimestampType, topic.Durability, topic.UncleanElection,
+		topic.LocalRetentionMs, topic.LocalRetentionBytes,
 	}
 	defs := topic.Defs()
 	require.Len(t, defs, len(keys))
@@ -359,6 +366,8 @@ func TestDefsAndLookup(t *testing.T) {
 		topic.SegmentMs:            topic.KindLong,
 		topic.Durability:           topic.KindString,
 		topic.UncleanElection:      topic.KindBoolean,
+		topic.LocalRetentionMs:     topic.KindLong,
+		topic.LocalRetentionBytes:  topic.KindLong,
 	}
 	for _, key := range keys {
 		def, ok := topic.Lookup(key)

@@ -1,0 +1,281 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/stratamq/strata/brokerfleet/internal/partition"
+	"github.com/stratamq/strata/brokerfleet/internal/tier"
+	"github.com/stratamq/strata/pkg/metastore"
+	"github.com/stratamq/strata/pkg/segment"
+)
+
+// The S3 tier, broker side. For each partition it leads, the broker keeps
+// the manifest it last read or wrote, uploads closed committed segments,
+// expires tiered segments by retention.* and collects orphans. A partition
+// accepts writes only after its leader has read the manifest under its
+// current leader epoch: a leader whose local log ends below the tier (a
+// wiped disk) first restarts its log at the tier's end, so offsets are
+// never assigned twice.
+
+type tierKey struct {
+	id        metastore.TopicID
+	partition int32
+}
+
+type tierState struct {
+	epoch     int32 // leader epoch the manifest was read under
+	man       metastore.Manifest
+	lastGC    time.Time
+	fenced    bool // a newer epoch owns the manifest: stop uploading
+	readyOnce bool
+	failures  int       // consecutive failed rounds
+	retryAt   time.Time // no new attempt before (backoff after failures)
+}
+
+type tiering struct {
+	b    *Broker
+	t    *tier.Tier
+	kick chan struct{}
+
+	mu    sync.Mutex
+	parts map[tierKey]*tierState
+}
+
+func newTiering(b *Broker) *tiering {
+	if b.cfg.Objects == nil {
+		return nil
+	}
+	return &tiering{
+		b: b, kick: make(chan struct{}, 1), parts: map[tierKey]*tierState{},
+		t: tier.New(tier.Options{
+			Store: b.cfg.Objects, Meta: b.meta, Logger: b.log, Now: b.now,
+			OrphanGrace: b.cfg.TierOrphanGrace,
+		}),
+	}
+}
+
+// ready reports whether a led partition may take writes: its manifest was
+// read under its current leader epoch. Otherwise the tier loop is kicked.
+func (tg *tiering) ready(id metastore.TopicID, idx int32, p *partition.Partition) bool {
+	if tg == nil {
+		return true
+	}
+	tg.mu.Lock()
+	st := tg.parts[tierKey{id, idx}]
+	ok := st != nil && st.readyOnce && st.epoch == p.LeaderEpoch()
+	tg.mu.Unlock()
+	if !ok {
+		tg.poke()
+	}
+	return ok
+}
+
+func (tg *tiering) poke() {
+	select {
+	case tg.kick <- struct{}{}:
+	default:
+	}
+}
+
+// manifest returns the cached manifest of a partition led here.
+func (tg *tiering) manifest(id metastore.TopicID, idx int32) (metastore.Manifest, bool) {
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	st := tg.parts[tierKey{id, idx}]
+	if st == nil || !st.readyOnce {
+		return metastore.Manifest{}, false
+	}
+	return st.man, true
+}
+
+// run uploads, expires and collects every TierInterval, and at once when
+// a partition waits to become writable.
+func (tg *tiering) run() {
+	b := tg.b
+	defer b.wg.Done()
+	t := time.NewTicker(b.cfg.TierInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-t.C:
+		case <-tg.kick:
+		}
+		tg.round()
+	}
+}
+
+type ledPartition struct {
+	key  tierKey
+	name string
+	p    *partition.Partition
+	cfg  partitionCfg
+}
+
+type partitionCfg struct {
+	retention      time.Duration
+	retentionBytes int64
+}
+
+func (tg *tiering) led() []ledPartition {
+	b := tg.b
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	var out []ledPartition
+	for _, ts := range b.topics {
+		for i, st := range ts.states {
+			if st.Leader == b.cfg.NodeID && ts.parts[i] != nil {
+				out = append(out, ledPartition{key: tierKey{ts.meta.ID, int32(i)}, name: ts.meta.Name, p: ts.parts[i],
+					cfg: partitionCfg{retention: ts.cfg.Retention, retentionBytes: ts.cfg.RetentionBytes}})
+			}
+		}
+	}
+	return out
+}
+
+func (tg *tiering) round() {
+	b := tg.b
+	if !b.leaseValid() {
+		return
+	}
+	led := tg.led()
+	keep := map[tierKey]bool{}
+	now := time.Now()
+	for _, lp := range led {
+		keep[lp.key] = true
+		tg.mu.Lock()
+		st := tg.parts[lp.key]
+		wait := st != nil && st.epoch == lp.p.LeaderEpoch() && now.Before(st.retryAt)
+		tg.mu.Unlock()
+		if wait {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(b.ctx, 2*time.Minute)
+		err := tg.partitionRound(ctx, lp)
+		cancel()
+		tg.mu.Lock()
+		if st := tg.parts[lp.key]; st != nil {
+			if err == nil {
+				st.failures, st.retryAt = 0, time.Time{}
+			} else {
+				// Back off: S3 or the metastore is failing; local retention
+				// keeps what is not uploaded meanwhile.
+				st.failures++
+				st.retryAt = now.Add(min(b.cfg.TierInterval<<min(st.failures, 10), time.Minute))
+			}
+		}
+		tg.mu.Unlock()
+		if err != nil && b.ctx.Err() == nil {
+			b.log.Warn("tier", "topic", lp.name, "partition", lp.key.partition, "err", err)
+		}
+	}
+	tg.mu.Lock()
+	for k := range tg.parts {
+		if !keep[k] {
+			delete(tg.parts, k) // no longer led here
+		}
+	}
+	tg.mu.Unlock()
+}
+
+func (tg *tiering) partitionRound(ctx context.Context, lp ledPartition) error {
+	b, p := tg.b, lp.p
+	epoch := p.LeaderEpoch()
+	tg.mu.Lock()
+	st := tg.parts[lp.key]
+	tg.mu.Unlock()
+	if st == nil || st.epoch != epoch {
+		man, err := b.meta.Manifest(ctx, lp.key.id, lp.key.partition)
+		if err != nil {
+			return err
+		}
+		if end := tier.End(man); p.LogEndOffset() < end {
+			// Elected with a log that ends below the tier (a wiped or
+			// replaced disk): everything below end is in S3.
+			b.log.Warn("local log ends below the tier; restarting it at the tier's end",
+				"topic", lp.name, "partition", lp.key.partition, "localEnd", p.LogEndOffset(), "tierEnd", end)
+			if err := p.ResetTo(end); err != nil {
+				return err
+			}
+		}
+		st = &tierState{epoch: epoch, man: man, fenced: man.LeaderEpoch > epoch}
+		p.SetTier(tier.Start(man), tier.End(man))
+		st.readyOnce = true
+		tg.mu.Lock()
+		tg.parts[lp.key] = st
+		tg.mu.Unlock()
+	}
+	if st.fenced {
+		return nil
+	}
+	end := tier.End(st.man)
+	for _, seg := range p.ClosedSegments() {
+		if seg.NextOffset <= end {
+			continue
+		}
+		if !b.leaseValid() || p.LeaderEpoch() != epoch {
+			return nil
+		}
+		batches, err := p.ReadSegment(seg)
+		if err != nil {
+			if errors.Is(err, segment.ErrOffsetOutOfRange) {
+				continue // deleted meanwhile (DeleteRecords)
+			}
+			return err
+		}
+		man, err := tg.t.Upload(ctx, lp.key.id, lp.key.partition, epoch, st.man, seg, batches)
+		if errors.Is(err, tier.ErrFenced) {
+			tg.setManifest(lp.key, st, man, true)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		tg.setManifest(lp.key, st, man, false)
+		end = tier.End(man)
+		p.SetTier(tier.Start(man), end)
+	}
+	if lp.cfg.retention >= 0 || lp.cfg.retentionBytes >= 0 {
+		retention := lp.cfg.retention
+		if retention < 0 {
+			retention = -1
+		}
+		man, err := tg.t.Expire(ctx, lp.key.id, lp.key.partition, epoch, st.man, retention, lp.cfg.retentionBytes)
+		if err != nil {
+			return err
+		}
+		if man.Version != st.man.Version {
+			tg.setManifest(lp.key, st, man, false)
+			p.SetTier(tier.Start(man), max(tier.End(man), p.UploadedTo()))
+		}
+	}
+	if time.Since(st.lastGC) >= b.cfg.TierOrphanGrace/2 {
+		st.lastGC = time.Now()
+		if _, err := tg.t.Collect(ctx, lp.key.id, lp.key.partition, st.man); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (tg *tiering) setManifest(k tierKey, st *tierState, man metastore.Manifest, fenced bool) {
+	tg.mu.Lock()
+	st.man, st.fenced = man, fenced
+	tg.mu.Unlock()
+}
+
+// readTier serves a consumer fetch below the local log start from S3.
+func (b *Broker) readTier(id metastore.TopicID, idx int32, offset int64, maxBytes int) ([]byte, error) {
+	man, ok := b.tiering.manifest(id, idx)
+	if !ok {
+		return nil, fmt.Errorf("tier of partition %d not loaded yet: %w", idx, errNotLeader)
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	return b.tiering.t.Read(ctx, man, offset, maxBytes)
+}

@@ -1,0 +1,80 @@
+package partition
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/stratamq/strata/pkg/segment"
+)
+
+// The object tier (S3) holds a partition's older segments. The partition
+// only learns two offsets from it: where the tier starts (the log start
+// clients see) and how far segments were uploaded (local retention never
+// deletes above it). Reading tiered data is the broker's business.
+
+// SetTier records the tier's start offset (-1: the tier holds nothing) and
+// the offset below which every segment is uploaded (-1: none, and local
+// retention deletes nothing; math.MaxInt64: the partition is not tiered).
+func (p *Partition) SetTier(start, uploadedTo int64) {
+	p.tierStart.Store(start)
+	p.uploadedTo.Store(uploadedTo)
+}
+
+// Tiered reports whether SetTier put the partition under a tier.
+func (p *Partition) Tiered() bool { return p.uploadedTo.Load() != math.MaxInt64 }
+
+// UploadedTo returns the offset below which every segment is uploaded.
+func (p *Partition) UploadedTo() int64 { return p.uploadedTo.Load() }
+
+// LocalLogStartOffset is the first offset on local disk (replicas fetch
+// from here; below it a consumer reads from the tier).
+func (p *Partition) LocalLogStartOffset() int64 { return p.logStart.Load() }
+
+// ResetTo empties the local log and restarts it at offset (a replica whose
+// disk was wiped, or whose log lies wholly below the leader's start):
+// producer state and epoch history go with the log.
+func (p *Partition) ResetTo(offset int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
+	if err := p.log.ResetTo(offset); err != nil {
+		return fmt.Errorf("partition %s-%d: reset to %d: %w", p.topic, p.index, offset, err)
+	}
+	p.epochs = nil
+	p.producers = producers{}
+	p.hwm.Store(offset)
+	p.logStart.Store(offset)
+	p.repMu.Lock()
+	p.rep.durable = offset
+	p.repMu.Unlock()
+	p.notify()
+	return nil
+}
+
+// ClosedSegments returns the closed segments lying wholly below the high
+// watermark (committed, so identical on every replica): what may be
+// uploaded.
+func (p *Partition) ClosedSegments() []segment.SegmentInfo {
+	hwm := p.hwm.Load()
+	var out []segment.SegmentInfo
+	for _, s := range p.log.Segments() {
+		if s.Active || s.Size == 0 || s.NextOffset > hwm {
+			break
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// ReadSegment returns the batches of the closed segment [base, next) of
+// size bytes.
+func (p *Partition) ReadSegment(s segment.SegmentInfo) ([]byte, error) {
+	buf := make([]byte, 0, s.Size)
+	out, err := p.log.Read(buf, s.BaseOffset, int(s.Size), s.NextOffset)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
