@@ -44,6 +44,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.Compression, "compression", cfg.Compression, "producer compression: none, gzip, snappy, lz4 or zstd")
 	fs.BoolVar(&cfg.Text, "text", false, "compressible values (random letters) instead of random bytes")
 	dataDir := fs.String("data", "", "directory for the Strata broker's log (default: a temporary directory, removed afterwards)")
+	tierSegment := fs.Int64("tier-segment-bytes", 64<<20, "segment.bytes of the S3-tier run (its volume is -bytes per topic)")
+	skipTier := fs.Bool("skip-tier", false, "skip the S3-tier run")
 	cpuProfile := fs.String("cpuprofile", "", "write CPU profiles of the Strata runs (brokers and client) to FILE.1brokers and FILE.3brokers")
 	if err := parseFlags(fs, args, stderr, false); err != nil {
 		return err
@@ -76,6 +78,18 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stdout)
 		runtime.GC()
 	}
+	if *skipTier {
+		return nil
+	}
+	if *tierSegment < 1024 {
+		return usageError{fmt.Errorf("invalid value %d for flag -tier-segment-bytes: below 1024", *tierSegment)}
+	}
+	fmt.Fprintln(stdout, "== strata: S3 tier")
+	tr, err := benchTier(ctx, cfg, *tierSegment, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	reportTier(stdout, tr)
 	return nil
 }
 

@@ -14,7 +14,8 @@ type SegmentRef struct {
 	Size         int64  `json:"size"`
 	MaxTimestamp int64  `json:"maxTs"`
 	Object       string `json:"object"`
-	IndexPos     int64  `json:"ix,omitempty"` // where the object's offset index starts (after the batches)
+	IndexPos     int64  `json:"ix,omitempty"`  // where the object's offset index starts (after the batches)
+	Pos          int64  `json:"pos,omitempty"` // where the batches start (non-zero in objects shared by partitions)
 }
 
 // Manifest is the list of a partition's segments in S3. A segment object is

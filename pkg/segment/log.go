@@ -504,6 +504,21 @@ func (l *Log) MaybeRoll() error {
 	return nil
 }
 
+// Roll closes a non-empty active segment and starts a new one (the object
+// tier rolls topics whose recent batches sit in shared WAL objects, so a
+// segment upload can replace them).
+func (l *Log) Roll() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.usable(); err != nil {
+		return fmt.Errorf("segment: roll: %w", err)
+	}
+	if err := l.roll(); err != nil {
+		return fmt.Errorf("segment: roll: %w", err)
+	}
+	return nil
+}
+
 // SetSegmentConfig changes segment.bytes and segment.ms at runtime, with the
 // same defaults as Options: segmentBytes <= 0 means DefaultSegmentBytes,
 // segmentMs 0 means DefaultSegmentMs and a negative segmentMs disables

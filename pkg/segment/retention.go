@@ -58,7 +58,9 @@ func (l *Log) ApplyRetention(retention time.Duration, retentionBytes int64) (rem
 
 // ApplyRetentionBelow is ApplyRetention that deletes only segments lying
 // wholly below limit: with an object tier, local segments go only once
-// they are uploaded.
+// they are uploaded. With a limit it never rolls the active segment (that
+// is segment.bytes' and segment.ms' job; rolling on every check would
+// upload a stream of tiny segments).
 func (l *Log) ApplyRetentionBelow(retention time.Duration, retentionBytes, limit int64) (removed int, err error) {
 	l.flush.acquire()
 	defer l.flush.release()
@@ -73,7 +75,7 @@ func (l *Log) ApplyRetentionBelow(retention time.Duration, retentionBytes, limit
 		for n < len(l.segs) && !l.segs[n].empty() && l.segs[n].idx.maxTs < cutoff {
 			n++
 		}
-		if n == len(l.segs) { // the non-empty active segment is expired too
+		if n == len(l.segs) && limit == math.MaxInt64 { // the non-empty active segment is expired too
 			if err := l.roll(); err != nil {
 				return 0, fmt.Errorf("segment: apply retention: %w", err)
 			}

@@ -85,64 +85,20 @@ func Run(ctx context.Context, cfg Config, target string, rf int, addrs ...string
 
 	n := cfg.TotalBytes / int64(cfg.RecordBytes)
 	res.Records = n
-	// Random bytes by default: with no compression the broker moves every
-	// byte, as it would for already-compressed or encrypted payloads.
-	value := make([]byte, cfg.RecordBytes)
-	rand.Read(value)
-	if cfg.Text {
-		for i := range value {
-			value[i] = 'a' + value[i]%26
-		}
-	}
-
-	// Produce throughput: acks=all, idempotent, many batches in flight.
-	prod, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic),
-		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0), kgo.ProducerBatchCompression(codecs[cfg.Compression]),
-		kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedBytes(256<<20))
+	pctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	prod, value, err := Producer(cfg, topic, addrs...)
 	if err != nil {
 		return res, err
 	}
 	defer prod.Close()
-	pctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-	defer cancel()
-	var failed atomic.Int64
-	var firstErr atomic.Value
-	start := time.Now()
-	for i := int64(0); i < n; i++ {
-		prod.Produce(pctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
-			if err != nil && failed.Add(1) == 1 {
-				firstErr.Store(err)
-			}
-		})
-	}
-	if err := prod.Flush(pctx); err != nil {
+	if res.ProduceTime, err = Produce(pctx, prod, value, n); err != nil {
 		return res, fmt.Errorf("produce to %s: %w", target, err)
 	}
-	res.ProduceTime = time.Since(start)
-	if failed.Load() > 0 {
-		return res, fmt.Errorf("produce to %s: %d records failed, first: %v", target, failed.Load(), firstErr.Load())
-	}
 	res.ProduceMBps = float64(n*int64(cfg.RecordBytes)) / 1e6 / res.ProduceTime.Seconds()
-
-	// Fetch throughput: one consumer reads everything from the start.
-	cons, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(8<<20))
-	if err != nil {
-		return res, err
+	if res.FetchTime, err = Consume(pctx, topic, n, addrs...); err != nil {
+		return res, fmt.Errorf("fetch from %s: %w", target, err)
 	}
-	defer cons.Close()
-	start = time.Now()
-	for got := int64(0); got < n; {
-		fs := cons.PollFetches(pctx)
-		if err := pctx.Err(); err != nil {
-			return res, fmt.Errorf("fetch from %s: %d of %d records: %w", target, got, n, err)
-		}
-		if errs := fs.Errors(); len(errs) > 0 {
-			return res, fmt.Errorf("fetch from %s: %v", target, errs[0].Err)
-		}
-		got += int64(fs.NumRecords())
-	}
-	res.FetchTime = time.Since(start)
 	res.FetchMBps = float64(n*int64(cfg.RecordBytes)) / 1e6 / res.FetchTime.Seconds()
 
 	// One-in-flight latency.
@@ -158,6 +114,68 @@ func Run(ctx context.Context, cfg Config, target string, rf int, addrs ...string
 	res.LatencyP50 = lats[len(lats)/2]
 	res.LatencyP99 = lats[len(lats)*99/100]
 	return res, nil
+}
+
+// Producer returns an acks=all idempotent producer to topic with many
+// batches in flight, and the value to send (random bytes, or letters with
+// cfg.Text: with no compression the broker moves every byte, as it would
+// for compressed or encrypted payloads).
+func Producer(cfg Config, topic string, addrs ...string) (*kgo.Client, []byte, error) {
+	value := make([]byte, cfg.RecordBytes)
+	rand.Read(value)
+	if cfg.Text {
+		for i := range value {
+			value[i] = 'a' + value[i]%26
+		}
+	}
+	prod, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0), kgo.ProducerBatchCompression(codecs[cfg.Compression]),
+		kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedBytes(256<<20))
+	return prod, value, err
+}
+
+// Produce sends n records of value and returns how long it took.
+func Produce(ctx context.Context, prod *kgo.Client, value []byte, n int64) (time.Duration, error) {
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	start := time.Now()
+	for i := int64(0); i < n; i++ {
+		prod.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+			if err != nil && failed.Add(1) == 1 {
+				firstErr.Store(err)
+			}
+		})
+	}
+	if err := prod.Flush(ctx); err != nil {
+		return 0, err
+	}
+	if failed.Load() > 0 {
+		return 0, fmt.Errorf("%d records failed, first: %v", failed.Load(), firstErr.Load())
+	}
+	return time.Since(start), nil
+}
+
+// Consume reads n records of topic from the start with one consumer and
+// returns how long it took.
+func Consume(ctx context.Context, topic string, n int64, addrs ...string) (time.Duration, error) {
+	cons, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(8<<20))
+	if err != nil {
+		return 0, err
+	}
+	defer cons.Close()
+	start := time.Now()
+	for got := int64(0); got < n; {
+		fs := cons.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return 0, fmt.Errorf("%d of %d records: %w", got, n, err)
+		}
+		if errs := fs.Errors(); len(errs) > 0 {
+			return 0, errs[0].Err
+		}
+		got += int64(fs.NumRecords())
+	}
+	return time.Since(start), nil
 }
 
 // Report prints strata and baseline side by side with their ratio.

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
+	"github.com/stratamq/strata/brokerfleet/internal/topic"
 	"github.com/stratamq/strata/pkg/segment"
 )
 
@@ -154,6 +155,9 @@ func (b *Broker) produceOne(req *kmsg.ProduceRequest, topicName string, idx int3
 	res, err := p.Append(records, h)
 	if err != nil {
 		return nil, partition.AppendResult{}, err
+	}
+	if cfg.Durability == topic.DurabilityObject && b.tiering != nil {
+		b.tiering.kickWAL() // acks=all waits for the flush to S3
 	}
 	return p, res, nil
 }

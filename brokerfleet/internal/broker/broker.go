@@ -137,8 +137,9 @@ func New(cfg Config) (*Broker, error) {
 	}
 	tcancel()
 	if b.tiering = newTiering(b); b.tiering != nil {
-		b.wg.Add(1)
+		b.wg.Add(2)
 		go b.tiering.run()
+		go b.tiering.runWAL()
 	}
 	b.wg.Add(5)
 	go b.maintain()

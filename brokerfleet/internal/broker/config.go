@@ -86,6 +86,10 @@ type Config struct {
 	// TierOrphanGrace is how old an object no manifest references must be
 	// before it is deleted.
 	TierOrphanGrace time.Duration
+	// ObjectFlushInterval is how often the batches of "object" durability
+	// partitions are written to S3 (one shared object per flush); acks
+	// wait for it.
+	ObjectFlushInterval time.Duration
 	// Logger receives operational logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Now is the wall clock (for LogAppendTime and retention); nil means
@@ -112,6 +116,7 @@ func DefaultConfig() Config {
 		GroupInitialRebalanceDelay: group.DefaultInitialRebalanceDelay,
 		TierInterval:               5 * time.Second,
 		TierOrphanGrace:            10 * time.Minute,
+		ObjectFlushInterval:        50 * time.Millisecond,
 	}
 }
 
@@ -169,6 +174,9 @@ func (c *Config) ValidateSettings() error {
 	}
 	if c.TierInterval <= 0 {
 		errs = append(errs, fmt.Errorf("tier-interval: %v is not positive", c.TierInterval))
+	}
+	if c.ObjectFlushInterval <= 0 {
+		errs = append(errs, fmt.Errorf("object-flush-interval: %v is not positive", c.ObjectFlushInterval))
 	}
 	if c.TierOrphanGrace <= 0 {
 		errs = append(errs, fmt.Errorf("tier-orphan-grace: %v is not positive", c.TierOrphanGrace))

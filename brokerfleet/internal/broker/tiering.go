@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
 	"github.com/stratamq/strata/brokerfleet/internal/tier"
+	"github.com/stratamq/strata/brokerfleet/internal/topic"
 	"github.com/stratamq/strata/pkg/metastore"
 	"github.com/stratamq/strata/pkg/segment"
 )
@@ -41,8 +43,11 @@ type tiering struct {
 	t    *tier.Tier
 	kick chan struct{}
 
-	mu    sync.Mutex
-	parts map[tierKey]*tierState
+	mu      sync.Mutex
+	parts   map[tierKey]*tierState
+	walRefs map[string]int // WAL object -> manifests of led partitions referencing it
+	walSeq  int64
+	walKick chan struct{}
 }
 
 func newTiering(b *Broker) *tiering {
@@ -50,7 +55,8 @@ func newTiering(b *Broker) *tiering {
 		return nil
 	}
 	return &tiering{
-		b: b, kick: make(chan struct{}, 1), parts: map[tierKey]*tierState{},
+		b: b, kick: make(chan struct{}, 1), parts: map[tierKey]*tierState{}, walRefs: map[string]int{},
+		walKick: make(chan struct{}, 1),
 		t: tier.New(tier.Options{
 			Store: b.cfg.Objects, Meta: b.meta, Logger: b.log, Now: b.now,
 			OrphanGrace: b.cfg.TierOrphanGrace,
@@ -120,6 +126,7 @@ type ledPartition struct {
 type partitionCfg struct {
 	retention      time.Duration
 	retentionBytes int64
+	object         bool // strata.durability=object
 }
 
 func (tg *tiering) led() []ledPartition {
@@ -131,7 +138,8 @@ func (tg *tiering) led() []ledPartition {
 		for i, st := range ts.states {
 			if st.Leader == b.cfg.NodeID && ts.parts[i] != nil {
 				out = append(out, ledPartition{key: tierKey{ts.meta.ID, int32(i)}, name: ts.meta.Name, p: ts.parts[i],
-					cfg: partitionCfg{retention: ts.cfg.Retention, retentionBytes: ts.cfg.RetentionBytes}})
+					cfg: partitionCfg{retention: ts.cfg.Retention, retentionBytes: ts.cfg.RetentionBytes,
+						object: ts.cfg.Durability == topic.DurabilityObject}})
 			}
 		}
 	}
@@ -204,7 +212,8 @@ func (tg *tiering) partitionRound(ctx context.Context, lp ledPartition) error {
 			}
 		}
 		st = &tierState{epoch: epoch, man: man, fenced: man.LeaderEpoch > epoch}
-		p.SetTier(tier.Start(man), tier.End(man))
+		p.SetTier(tier.Start(man), tier.SegmentEnd(man))
+		p.SetObjectDurable(tier.End(man))
 		st.readyOnce = true
 		tg.mu.Lock()
 		tg.parts[lp.key] = st
@@ -213,7 +222,14 @@ func (tg *tiering) partitionRound(ctx context.Context, lp ledPartition) error {
 	if st.fenced {
 		return nil
 	}
-	end := tier.End(st.man)
+	if lp.cfg.object && walEntries(st.man) >= maxWALEntries {
+		// Replace the WAL entries by a segment upload before the manifest
+		// grows: close the active segment (uploaded once committed).
+		if err := p.Roll(); err != nil {
+			return err
+		}
+	}
+	end := tier.SegmentEnd(st.man)
 	for _, seg := range p.ClosedSegments() {
 		if seg.NextOffset <= end {
 			continue
@@ -237,7 +253,7 @@ func (tg *tiering) partitionRound(ctx context.Context, lp ledPartition) error {
 			return err
 		}
 		tg.setManifest(lp.key, st, man, false)
-		end = tier.End(man)
+		end = tier.SegmentEnd(man)
 		p.SetTier(tier.Start(man), end)
 	}
 	if lp.cfg.retention >= 0 || lp.cfg.retentionBytes >= 0 {
@@ -251,7 +267,7 @@ func (tg *tiering) partitionRound(ctx context.Context, lp ledPartition) error {
 		}
 		if man.Version != st.man.Version {
 			tg.setManifest(lp.key, st, man, false)
-			p.SetTier(tier.Start(man), max(tier.End(man), p.UploadedTo()))
+			p.SetTier(tier.Start(man), max(tier.SegmentEnd(man), p.UploadedTo()))
 		}
 	}
 	if time.Since(st.lastGC) >= b.cfg.TierOrphanGrace/2 {
@@ -263,10 +279,171 @@ func (tg *tiering) partitionRound(ctx context.Context, lp ledPartition) error {
 	return nil
 }
 
+// setManifest caches a partition's newer manifest and deletes the WAL
+// objects no led partition references any more.
 func (tg *tiering) setManifest(k tierKey, st *tierState, man metastore.Manifest, fenced bool) {
 	tg.mu.Lock()
-	st.man, st.fenced = man, fenced
+	st.fenced = st.fenced || fenced
+	if man.Version < st.man.Version {
+		tg.mu.Unlock()
+		return // the WAL loop wrote a newer one meanwhile
+	}
+	var unused []string
+	now := tier.WALObjects(man)
+	for obj := range tier.WALObjects(st.man) {
+		if now[obj] {
+			continue
+		}
+		if n, ok := tg.walRefs[obj]; ok {
+			if n <= 1 {
+				delete(tg.walRefs, obj)
+				unused = append(unused, obj)
+			} else {
+				tg.walRefs[obj] = n - 1
+			}
+		}
+	}
+	st.man = man
 	tg.mu.Unlock()
+	for _, obj := range unused {
+		ctx, cancel := context.WithTimeout(tg.b.ctx, time.Minute)
+		if err := tg.b.cfg.Objects.Delete(ctx, obj); err != nil {
+			tg.b.log.Warn("delete WAL object", "object", obj, "err", err)
+		}
+		cancel()
+	}
+}
+
+// maxWALEntries bounds the WAL entries of a manifest: at this many, the
+// partition's active segment is rolled so an upload replaces them.
+const maxWALEntries = 64
+
+func walEntries(man metastore.Manifest) int {
+	n := 0
+	for _, s := range man.Segments {
+		if tier.IsWAL(s) {
+			n++
+		}
+	}
+	return n
+}
+
+// walMaxBytes bounds one partition's share of a WAL object.
+const walMaxBytes = 8 << 20
+
+// kickWAL asks for a flush of "object" durability partitions.
+func (tg *tiering) kickWAL() {
+	select {
+	case tg.walKick <- struct{}{}:
+	default:
+	}
+}
+
+// runWAL makes the batches of "object" durability partitions durable in
+// S3: it writes what they appended since the last flush into one shared
+// object, references each share from its partition's manifest, and only
+// then lets their high watermark (and acks=all) pass it. A flush starts
+// as soon as a batch arrives, but at most one per ObjectFlushInterval (the
+// PUT-rate cap); batches arriving meanwhile share the next one (group
+// commit).
+func (tg *tiering) runWAL() {
+	b := tg.b
+	defer b.wg.Done()
+	t := time.NewTicker(b.cfg.ObjectFlushInterval)
+	defer t.Stop()
+	var last time.Time
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-t.C:
+		case <-tg.walKick:
+		}
+		if wait := b.cfg.ObjectFlushInterval - time.Since(last); wait > 0 {
+			sleepCtx(b.ctx, wait)
+		}
+		last = time.Now()
+		if err := tg.flushWAL(); err != nil && b.ctx.Err() == nil {
+			b.log.Warn("object durability flush", "err", err)
+		}
+	}
+}
+
+func (tg *tiering) flushWAL() error {
+	b := tg.b
+	if !b.leaseValid() {
+		return nil
+	}
+	type pending struct {
+		lp ledPartition
+		st *tierState
+	}
+	var parts []tier.WALPart
+	var owners []pending
+	for _, lp := range tg.led() {
+		if !lp.cfg.object {
+			continue
+		}
+		tg.mu.Lock()
+		st := tg.parts[lp.key]
+		ok := st != nil && st.readyOnce && !st.fenced && st.epoch == lp.p.LeaderEpoch()
+		var man metastore.Manifest
+		if ok {
+			man = st.man
+		}
+		tg.mu.Unlock()
+		if !ok {
+			tg.poke()
+			continue
+		}
+		from := tier.End(man)
+		if lp.p.LogEndOffset() <= from {
+			continue
+		}
+		data, err := lp.p.ReadUncommitted(nil, from, walMaxBytes)
+		if err != nil || len(data) == 0 {
+			continue
+		}
+		part := tier.WALPart{ID: lp.key.id, Partition: lp.key.partition, LeaderEpoch: st.epoch, Man: man, Batches: data, Base: from, MaxTS: -1}
+		_ = segment.Split(data, func(h segment.Header, _ []byte) error {
+			part.Next = h.LastOffset() + 1
+			part.MaxTS = max(part.MaxTS, h.MaxTimestamp)
+			return nil
+		})
+		parts = append(parts, part)
+		owners = append(owners, pending{lp, st})
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	tg.mu.Lock()
+	tg.walSeq++
+	key := tier.WALKey(b.cfg.NodeID, b.cfg.Incarnation, tg.walSeq)
+	tg.mu.Unlock()
+	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	mans, errs, err := tg.t.PutWAL(ctx, key, parts)
+	if err != nil {
+		return err
+	}
+	tg.mu.Lock()
+	for i := range parts {
+		if errs[i] == nil {
+			tg.walRefs[key]++
+		}
+	}
+	tg.mu.Unlock()
+	var failed []error
+	for i, o := range owners {
+		if errs[i] != nil {
+			tg.setManifest(o.lp.key, o.st, mans[i], errors.Is(errs[i], tier.ErrFenced))
+			failed = append(failed, errs[i])
+			continue
+		}
+		tg.setManifest(o.lp.key, o.st, mans[i], false)
+		o.lp.p.SetObjectDurable(parts[i].Next)
+	}
+	return errors.Join(failed...)
 }
 
 // readTier serves a consumer fetch below the local log start from S3.
@@ -278,4 +455,33 @@ func (b *Broker) readTier(id metastore.TopicID, idx int32, offset int64, maxByte
 	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 	defer cancel()
 	return b.tiering.t.Read(ctx, man, offset, maxBytes)
+}
+
+// Meta returns the broker's metastore.
+func (b *Broker) Meta() *metastore.Meta { return b.meta }
+
+// ClosedSegmentEnd returns the offset where a local partition's closed,
+// committed segments end (what the tier can hold), or 0 if it has none.
+func (b *Broker) ClosedSegmentEnd(name string, idx int32) int64 {
+	ts := b.lookup(name)
+	if ts == nil || idx < 0 || int(idx) >= len(ts.parts) || ts.parts[idx] == nil {
+		return 0
+	}
+	p := ts.parts[idx]
+	end := p.UploadedTo()
+	if end == math.MaxInt64 {
+		end = 0
+	}
+	for _, s := range p.ClosedSegments() {
+		end = max(end, s.NextOffset)
+	}
+	return end
+}
+
+// checkTierConfig refuses "object" durability on a broker without a tier.
+func (b *Broker) checkTierConfig(cfg topic.Config) error {
+	if cfg.Durability == topic.DurabilityObject && b.tiering == nil {
+		return fmt.Errorf("%w: %s=%s needs the S3 tier (brokerfleet serve -bucket)", topic.ErrInvalidConfig, topic.Durability, topic.DurabilityObject)
+	}
+	return nil
 }

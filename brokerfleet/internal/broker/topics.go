@@ -51,6 +51,9 @@ func (b *Broker) createTopic(ctx context.Context, name string, partitions int32,
 	if err != nil {
 		return nil, err
 	}
+	if err := b.checkTierConfig(cfg); err != nil {
+		return nil, err
+	}
 	if other := b.collidingTopic(name); other != "" {
 		return nil, fmt.Errorf("create topic %q: collides with %q ('.' and '_' are the same in metric names): %w", name, other, errTopicExists)
 	}
@@ -223,7 +226,11 @@ func (b *Broker) setTopicConfigs(ctx context.Context, name string, edit func(map
 		if err := edit(overrides); err != nil {
 			return nil, err
 		}
-		if _, err := b.defaults.Resolve(overrides); err != nil {
+		cfg, err := b.defaults.Resolve(overrides)
+		if err != nil {
+			return nil, err
+		}
+		if err := b.checkTierConfig(cfg); err != nil {
 			return nil, err
 		}
 		t.Configs = overrides

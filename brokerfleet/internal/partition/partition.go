@@ -185,9 +185,12 @@ func (p *Partition) Append(batch []byte, h segment.Header) (AppendResult, error)
 	h.BaseOffset = base
 	p.producers.record(h, appendTime)
 	p.epochs.note(p.LeaderEpoch(), base)
-	if cfg.Durability == topic.DurabilityFsync {
+	switch cfg.Durability {
+	case topic.DurabilityFsync:
 		p.kickFlush()
-	} else {
+	case topic.DurabilityObject:
+		// Durable once the object tier says so (SetObjectDurable).
+	default:
 		p.setDurable(p.log.NextOffset())
 	}
 	p.notifyAppend() // followers long-polling for new data
@@ -214,6 +217,9 @@ func (p *Partition) flusher() {
 		case <-p.flushKick:
 		}
 		end := p.log.NextOffset()
+		if p.cfg.Load().Durability == topic.DurabilityObject {
+			continue
+		}
 		if p.cfg.Load().Durability == topic.DurabilityFsync {
 			if err := p.log.Flush(end); err != nil {
 				// The data stays unacknowledged; the next append retries.

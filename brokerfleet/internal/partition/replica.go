@@ -2,6 +2,7 @@ package partition
 
 import (
 	"fmt"
+	"github.com/stratamq/strata/brokerfleet/internal/topic"
 	"slices"
 	"time"
 
@@ -44,10 +45,11 @@ func (p *Partition) SetReplication(self int32, leader bool, replicas, isr []int3
 	r.assigned = true
 	r.self, r.leader = self, leader
 	r.replicas, r.isr = slices.Clone(replicas), slices.Clone(isr)
-	if leader && !wasLeader {
+	if leader && !wasLeader && p.cfg.Load().Durability != topic.DurabilityObject {
 		// A follower's whole log is durable as its mode demands (fsync
 		// topics fsync every replicated append), so it is the new
-		// leader's own end.
+		// leader's own end. With "object" durability only what the tier
+		// holds is (SetObjectDurable).
 		r.durable = max(r.durable, p.log.NextOffset())
 	}
 	if leader && (!wasLeader || r.followers == nil) {

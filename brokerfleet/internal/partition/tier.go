@@ -78,3 +78,11 @@ func (p *Partition) ReadSegment(s segment.SegmentInfo) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// SetObjectDurable records that every batch below end is in the object
+// tier: for "object" durability the leader's own durable end, which the
+// high watermark (and so acks=all) waits for.
+func (p *Partition) SetObjectDurable(end int64) { p.setDurable(end) }
+
+// Roll closes the active segment if it holds anything.
+func (p *Partition) Roll() error { return p.log.Roll() }

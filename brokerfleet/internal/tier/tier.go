@@ -104,6 +104,42 @@ func Key(id metastore.TopicID, partition int32, base int64, epoch int32) string 
 	return fmt.Sprintf("%s%020d-%d.log", Prefix(id, partition), base, epoch)
 }
 
+// walPrefix starts the keys of objects shared by the partitions of one
+// broker's flush ("object" durability).
+const walPrefix = "wal/"
+
+// IsWAL reports whether a manifest entry points into a shared WAL object
+// rather than a segment object.
+func IsWAL(s metastore.SegmentRef) bool { return strings.HasPrefix(s.Object, walPrefix) }
+
+// WALKey names a shared object written by a broker incarnation.
+func WALKey(node int32, incarnation string, seq int64) string {
+	return fmt.Sprintf("%s%d/%s/%020d.wal", walPrefix, node, incarnation, seq)
+}
+
+// SegmentEnd returns the offset after the last segment object (WAL
+// entries not counted): where segment uploads resume.
+func SegmentEnd(man metastore.Manifest) int64 {
+	var end int64
+	for _, s := range man.Segments {
+		if !IsWAL(s) {
+			end = max(end, s.NextOffset)
+		}
+	}
+	return end
+}
+
+// WALObjects returns the shared objects a manifest references.
+func WALObjects(man metastore.Manifest) map[string]bool {
+	out := map[string]bool{}
+	for _, s := range man.Segments {
+		if IsWAL(s) {
+			out[s.Object] = true
+		}
+	}
+	return out
+}
+
 // End returns the offset after the manifest's last segment (0 if empty).
 func End(man metastore.Manifest) int64 {
 	var end int64
@@ -148,7 +184,7 @@ func (t *Tier) Upload(ctx context.Context, id metastore.TopicID, partition, lead
 	for attempt := 0; ; attempt++ {
 		next := man
 		next.LeaderEpoch = leaderEpoch
-		next.Segments = append(append([]metastore.SegmentRef(nil), man.Segments...), ref)
+		next.Segments = withSegment(man.Segments, ref)
 		stored, err := t.opts.Meta.PutManifest(ctx, id, partition, next)
 		if err == nil {
 			return stored, nil
@@ -163,8 +199,87 @@ func (t *Tier) Upload(ctx context.Context, id metastore.TopicID, partition, lead
 		if man.LeaderEpoch > leaderEpoch {
 			return man, fmt.Errorf("tier: upload %s: manifest has epoch %d: %w", key, man.LeaderEpoch, ErrFenced)
 		}
-		if End(man) >= ref.NextOffset {
+		if SegmentEnd(man) >= ref.NextOffset {
 			return man, nil // already covered
+		}
+	}
+}
+
+// withSegment adds a segment object's entry and drops the WAL entries it
+// covers: the shared objects stop being needed for those offsets.
+func withSegment(segs []metastore.SegmentRef, ref metastore.SegmentRef) []metastore.SegmentRef {
+	out := make([]metastore.SegmentRef, 0, len(segs)+1)
+	for _, s := range segs {
+		if IsWAL(s) && s.BaseOffset >= ref.BaseOffset && s.NextOffset <= ref.NextOffset {
+			continue
+		}
+		out = append(out, s)
+	}
+	return append(out, ref)
+}
+
+// WALPart is one partition's share of a WAL object.
+type WALPart struct {
+	ID          metastore.TopicID
+	Partition   int32
+	LeaderEpoch int32
+	Man         metastore.Manifest // as the writer last saw it
+	Batches     []byte             // whole batches [Base, Next)
+	Base, Next  int64
+	MaxTS       int64
+}
+
+// PutWAL stores the batches of several partitions in one object, then
+// references each part from its partition's manifest (the writes run in
+// parallel). It returns each part's new manifest, or its error (ErrFenced
+// when a newer leader epoch owns the manifest); err is set when the object
+// itself could not be stored.
+func (t *Tier) PutWAL(ctx context.Context, key string, parts []WALPart) (mans []metastore.Manifest, errs []error, err error) {
+	var body []byte
+	refs := make([]metastore.SegmentRef, len(parts))
+	for i, p := range parts {
+		refs[i] = metastore.SegmentRef{BaseOffset: p.Base, NextOffset: p.Next, LeaderEpoch: p.LeaderEpoch,
+			MaxTimestamp: p.MaxTS, Object: key, Pos: int64(len(body))}
+		body = append(body, p.Batches...)
+		refs[i].IndexPos, refs[i].Size = int64(len(body)), int64(len(body))
+	}
+	if err := objstore.PutIfAbsentIdempotent(ctx, t.opts.Store, key, body); err != nil {
+		return nil, nil, fmt.Errorf("tier: put %s: %w", key, err)
+	}
+	mans, errs = make([]metastore.Manifest, len(parts)), make([]error, len(parts))
+	var wg sync.WaitGroup
+	for i := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mans[i], errs[i] = t.appendRef(ctx, parts[i], refs[i])
+		}()
+	}
+	wg.Wait()
+	return mans, errs, nil
+}
+
+func (t *Tier) appendRef(ctx context.Context, p WALPart, ref metastore.SegmentRef) (metastore.Manifest, error) {
+	man := p.Man
+	for attempt := 0; ; attempt++ {
+		if man.LeaderEpoch > p.LeaderEpoch {
+			return man, fmt.Errorf("tier: %s for %x/%d: manifest has epoch %d: %w", ref.Object, p.ID, p.Partition, man.LeaderEpoch, ErrFenced)
+		}
+		if End(man) != ref.BaseOffset {
+			return man, fmt.Errorf("tier: %s for %x/%d: manifest ends at %d, not %d", ref.Object, p.ID, p.Partition, End(man), ref.BaseOffset)
+		}
+		next := man
+		next.LeaderEpoch = p.LeaderEpoch
+		next.Segments = append(append([]metastore.SegmentRef(nil), man.Segments...), ref)
+		stored, err := t.opts.Meta.PutManifest(ctx, p.ID, p.Partition, next)
+		if err == nil {
+			return stored, nil
+		}
+		if !errors.Is(err, metastore.ErrConditionFailed) || attempt >= 2 {
+			return man, fmt.Errorf("tier: reference %s for %x/%d: %w", ref.Object, p.ID, p.Partition, err)
+		}
+		if man, err = t.opts.Meta.Manifest(ctx, p.ID, p.Partition); err != nil {
+			return man, err
 		}
 	}
 }
@@ -213,9 +328,9 @@ func (t *Tier) Read(ctx context.Context, man metastore.Manifest, offset int64, m
 	}
 	// The last index entry at or below offset.
 	i := sort.Search(len(idx), func(i int) bool { return idx[i].offset > offset }) - 1
-	pos := int64(0)
+	pos := ref.Pos
 	if i >= 0 {
-		pos = idx[i].pos
+		pos = max(pos, idx[i].pos)
 	}
 	var out []byte
 	for pos < ref.IndexPos {
@@ -273,13 +388,15 @@ func (t *Tier) readAt(ctx context.Context, ref metastore.SegmentRef, pos, n int6
 }
 
 func (t *Tier) chunk(ctx context.Context, ref metastore.SegmentRef, ci int64) ([]byte, error) {
-	key := ref.Object + "#" + strconv.FormatInt(ci, 10)
-	if b, ok := t.cache.get(key); ok {
-		return b, nil
-	}
 	cs := int64(t.opts.ChunkSize)
 	start := ci * cs
 	length := min(cs, ref.IndexPos-start)
+	// Entries of one shared WAL object end at different places, so the
+	// length is part of the key.
+	key := ref.Object + "#" + strconv.FormatInt(ci, 10) + "#" + strconv.FormatInt(length, 10)
+	if b, ok := t.cache.get(key); ok {
+		return b, nil
+	}
 	b, err := t.opts.Store.Get(ctx, ref.Object, start, length)
 	if err != nil {
 		return nil, fmt.Errorf("tier: read %s: %w", ref.Object, err)
@@ -290,6 +407,9 @@ func (t *Tier) chunk(ctx context.Context, ref metastore.SegmentRef, ci int64) ([
 
 // index returns a segment object's decoded offset index.
 func (t *Tier) index(ctx context.Context, ref metastore.SegmentRef) ([]indexEntryT, error) {
+	if ref.Size <= ref.IndexPos {
+		return nil, nil // a WAL entry: no index, the range is small
+	}
 	t.mu.Lock()
 	idx, ok := t.indexes[ref.Object]
 	t.mu.Unlock()
@@ -354,6 +474,9 @@ func (t *Tier) Expire(ctx context.Context, id metastore.TopicID, partition, lead
 		return man, fmt.Errorf("tier: expire %x/%d: %w", id, partition, err)
 	}
 	for _, s := range segs[:n] {
+		if IsWAL(s) {
+			continue // shared: deleted when no manifest needs it (the writer's job)
+		}
 		if err := t.opts.Store.Delete(ctx, s.Object); err != nil {
 			t.opts.Logger.Warn("delete expired segment object", "object", s.Object, "err", err)
 		}

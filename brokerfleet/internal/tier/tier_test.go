@@ -221,3 +221,58 @@ func TestUploadRetryAndCacheBound(t *testing.T) {
 	require.Greater(t, counting.Counts().Gets, gets, "a 2 KiB cache cannot hold the whole %d-byte segment", len(body))
 
 }
+
+// One WAL object carries several partitions' batches; each manifest
+// references its share, reads find it, and a later segment upload
+// replaces the WAL entries it covers.
+func TestWALSharesAndSegmentReplacement(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, objstore.NewMemory(), tier.Options{ChunkSize: 300})
+	a, ainfo := mkSegment(0, 4, 2, 40, 10)
+	b, binfo := mkSegment(0, 3, 1, 90, 11)
+	other := metastore.NewTopicID()
+	key := tier.WALKey(1, "inc", 1)
+	mans, errs, err := e.t.PutWAL(ctx, key, []tier.WALPart{
+		{ID: e.id, Partition: 0, LeaderEpoch: 2, Batches: a, Base: 0, Next: ainfo.NextOffset, MaxTS: 10},
+		{ID: other, Partition: 5, LeaderEpoch: 7, Batches: b, Base: 0, Next: binfo.NextOffset, MaxTS: 11},
+	})
+	require.NoError(t, err)
+	require.NoError(t, errs[0])
+	require.NoError(t, errs[1])
+	require.True(t, tier.IsWAL(mans[0].Segments[0]))
+	require.Equal(t, int64(len(a)), mans[1].Segments[0].Pos)
+	got, err := e.t.Read(ctx, mans[0], 0, 1<<20)
+	require.NoError(t, err)
+	require.Equal(t, a, got)
+	got, err = e.t.Read(ctx, mans[1], 1, 1<<20)
+	require.NoError(t, err)
+	want := b[len(mkBatch(0, 1, 90, 11)):] // from the batch holding offset 1
+	require.Equal(t, want, got)
+	require.Equal(t, ainfo.NextOffset, tier.End(mans[0]))
+	require.Zero(t, tier.SegmentEnd(mans[0]), "no segment object yet")
+
+	// A second flush continues where the first ended; a stale leader is fenced.
+	a2, a2info := mkSegment(ainfo.NextOffset, 2, 2, 40, 12)
+	mans2, errs, err := e.t.PutWAL(ctx, tier.WALKey(1, "inc", 2), []tier.WALPart{
+		{ID: e.id, Partition: 0, LeaderEpoch: 2, Man: mans[0], Batches: a2, Base: ainfo.NextOffset, Next: a2info.NextOffset, MaxTS: 12},
+	})
+	require.NoError(t, err)
+	require.NoError(t, errs[0])
+	_, errs, err = e.t.PutWAL(ctx, tier.WALKey(9, "zombie", 1), []tier.WALPart{
+		{ID: e.id, Partition: 0, LeaderEpoch: 1, Man: mans[0], Batches: a2, Base: ainfo.NextOffset, Next: a2info.NextOffset},
+	})
+	require.NoError(t, err)
+	require.ErrorIs(t, errs[0], tier.ErrFenced)
+
+	// The segment [0, end) replaces both WAL entries.
+	seg := append(append([]byte(nil), a...), a2...)
+	info := segment.SegmentInfo{BaseOffset: 0, NextOffset: a2info.NextOffset, Size: int64(len(seg)), MaxTimestamp: 12}
+	man, err := e.t.Upload(ctx, e.id, 0, 2, mans2[0], info, seg)
+	require.NoError(t, err)
+	require.Len(t, man.Segments, 1)
+	require.False(t, tier.IsWAL(man.Segments[0]))
+	require.Empty(t, tier.WALObjects(man))
+	got, err = e.t.Read(ctx, man, 0, 1<<20)
+	require.NoError(t, err)
+	require.Equal(t, seg, got)
+}

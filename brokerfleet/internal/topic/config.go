@@ -174,15 +174,13 @@ var defs = []Def{
 			return nil
 		}},
 	{Name: Durability, Kind: KindString, Default: DurabilityReplicated,
-		Doc: "When a produce with acks=all is acknowledged: \"replicated\" (in memory of min.insync.replicas replicas) or \"fsync\" (fsynced on them). \"object\" (in S3 before the ack) arrives with the S3 tier.",
+		Doc: "When a produce with acks=all is acknowledged: \"replicated\" (in memory of min.insync.replicas replicas), \"fsync\" (fsynced on them) or \"object\" (also in an S3 object referenced by the partition's manifest; needs the S3 tier).",
 		parse: func(v string, c *Config) error {
 			switch v {
-			case DurabilityReplicated, DurabilityFsync:
+			case DurabilityReplicated, DurabilityFsync, DurabilityObject:
 				c.Durability = v
-			case DurabilityObject:
-				return fmt.Errorf("%q needs the S3 tier, which this broker does not run yet", v)
 			default:
-				return fmt.Errorf("%q is not one of replicated, fsync", v)
+				return fmt.Errorf("%q is not one of replicated, fsync, object", v)
 			}
 			return nil
 		}},

@@ -103,7 +103,8 @@ func valueCases() []valueCase {
 		// strata.durability
 		{key: topic.Durability, value: topic.DurabilityReplicated, check: func(t *testing.T, c topic.Config) { require.Equal(t, topic.DurabilityReplicated, c.Durability) }},
 		{key: topic.Durability, value: topic.DurabilityFsync, check: func(t *testing.T, c topic.Config) { require.Equal(t, topic.DurabilityFsync, c.Durability) }},
-		{key: topic.Durability, value: topic.DurabilityObject, wantErr: `"object" needs the S3 tier, which this broker does not run yet`},
+		{key: topic.Durability, value: topic.DurabilityObject, check: func(t *testing.T, c topic.Config) { require.Equal(t, topic.DurabilityObject, c.Durability) }},
+		{key: topic.Durability, value: "s3", wantErr: `"s3" is not one of replicated, fsync, object`},
 		{key: topic.Durability, value: "FSYNC", wantErr: "is not one of replicated, fsync"},
 		{key: topic.Durability, value: "", wantErr: "is not one of replicated, fsync"},
 	}
@@ -206,7 +207,6 @@ func TestNewDefaults(t *testing.T) {
 		{name: "several", overrides: map[string]string{topic.RetentionMs: "1000", topic.Durability: "fsync"},
 			want: map[string]string{topic.RetentionMs: "1000", topic.Durability: "fsync"}},
 		{name: "unknown key", overrides: map[string]string{"log.retention.hours": "1"}, wantErr: `unknown topic config "log.retention.hours"`},
-		{name: "object durability", overrides: map[string]string{topic.Durability: "object"}, wantErr: "strata.durability: \"object\" needs the S3 tier"},
 		{name: "bad value", overrides: map[string]string{topic.SegmentBytes: "100"}, wantErr: "segment.bytes: 100 is outside [1024, 2147483647]"},
 	}
 	for _, tt := range tests {
@@ -310,8 +310,6 @@ func TestResolve(t *testing.T) {
 		{name: "unknown key beside valid keys", defaults: d,
 			overrides: map[string]string{topic.RetentionMs: "1", "compression.type": "zstd"},
 			wantErr:   `unknown topic config "compression.type"`},
-		{name: "object durability", defaults: d, overrides: map[string]string{topic.Durability: "object"},
-			wantErr: `strata.durability: "object" needs the S3 tier, which this broker does not run yet`},
 		{name: "bad value", defaults: d, overrides: map[string]string{topic.MinInsyncReplicas: "0"},
 			wantErr: "min.insync.replicas: 0 is outside [1, 2147483647]"},
 		// A Defaults not built by NewDefaults lacks every key; the missing
