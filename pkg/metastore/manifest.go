@@ -70,3 +70,12 @@ func (m *Meta) PutManifest(ctx context.Context, id TopicID, p int32, man Manifes
 	man.Version = it.Version
 	return man, nil
 }
+
+// DeleteManifest removes a partition's manifest (its topic was deleted and
+// its objects are being removed; the topic id is never reused).
+func (m *Meta) DeleteManifest(ctx context.Context, id TopicID, p int32) error {
+	if err := m.s.Delete(ctx, manifestKey(id, p), Always); err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("metastore: delete manifest of %x/%d: %w", id, p, err)
+	}
+	return nil
+}

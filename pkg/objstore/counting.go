@@ -2,6 +2,7 @@ package objstore
 
 import (
 	"context"
+	"io"
 	"sync/atomic"
 )
 
@@ -56,6 +57,16 @@ func (c *Counting) Put(ctx context.Context, key string, body []byte, opts PutOpt
 	err := c.next.Put(ctx, key, body, opts)
 	if err == nil {
 		c.putBytes.Add(int64(len(body)))
+	}
+	return err
+}
+
+// PutReader implements Store.
+func (c *Counting) PutReader(ctx context.Context, key string, r io.ReadSeeker, size int64, opts PutOptions) error {
+	c.puts.Add(1)
+	err := c.next.PutReader(ctx, key, r, size, opts)
+	if err == nil {
+		c.putBytes.Add(size)
 	}
 	return err
 }

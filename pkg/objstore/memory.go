@@ -3,6 +3,7 @@ package objstore
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -39,6 +40,18 @@ func (m *Memory) Put(ctx context.Context, key string, body []byte, opts PutOptio
 	}
 	m.objects[key] = obj
 	return nil
+}
+
+// PutReader implements Store.
+func (m *Memory) PutReader(ctx context.Context, key string, r io.ReadSeeker, size int64, opts PutOptions) error {
+	if size < 0 {
+		return fmt.Errorf("put %s: negative size %d", key, size)
+	}
+	body := make([]byte, size)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return fmt.Errorf("put %s: read body: %w", key, err)
+	}
+	return m.Put(ctx, key, body, opts)
 }
 
 // Get implements Store.

@@ -29,6 +29,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 	"unicode/utf8"
 )
@@ -56,6 +57,10 @@ type Store interface {
 	// Put creates or replaces key. With IfAbsent it fails with ErrExists if
 	// the key exists (S3 If-None-Match: *), atomically under concurrency.
 	Put(ctx context.Context, key string, body []byte, opts PutOptions) error
+	// PutReader is Put with the body streamed from r, size bytes from its
+	// current position, so a large object is never held in memory. r must
+	// be seekable: a retried request rewinds and resends it.
+	PutReader(ctx context.Context, key string, r io.ReadSeeker, size int64, opts PutOptions) error
 	// Get returns length bytes from offset (length < 0: to the end).
 	// ErrNotFound if missing; a range past the end returns what exists
 	// (possibly empty), never an error for offset >= size.
@@ -132,6 +137,44 @@ func PutIfAbsentIdempotent(ctx context.Context, s Store, key string, body []byte
 		return fmt.Errorf("put %s if absent: read back existing object: %w", key, gerr)
 	case !bytes.Equal(got, body):
 		return fmt.Errorf("put %s if absent: holds other contents (%d bytes, want %d): %w", key, len(got), len(body), ErrExists)
+	}
+	return nil
+}
+
+// PutReaderIfAbsentIdempotent is PutIfAbsentIdempotent for a streamed body:
+// on ErrExists it compares the stored object with r chunk by chunk.
+func PutReaderIfAbsentIdempotent(ctx context.Context, s Store, key string, r io.ReadSeeker, size int64) error {
+	start, err := r.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return fmt.Errorf("put %s if absent: %w", key, err)
+	}
+	err = s.PutReader(ctx, key, r, size, PutOptions{IfAbsent: true})
+	if !errors.Is(err, ErrExists) {
+		return err
+	}
+	const chunk = 8 << 20
+	want := make([]byte, chunk)
+	for off := int64(0); off <= size; off += chunk {
+		n := min(chunk, size-off)
+		got, gerr := s.Get(ctx, key, off, n+1) // one more byte: a longer object differs
+		switch {
+		case errors.Is(gerr, ErrNotFound):
+			return fmt.Errorf("put %s if absent: existed, then vanished: %w", key, ErrExists)
+		case gerr != nil:
+			return fmt.Errorf("put %s if absent: read back existing object: %w", key, gerr)
+		}
+		if _, err := r.Seek(start+off, io.SeekStart); err != nil {
+			return fmt.Errorf("put %s if absent: %w", key, err)
+		}
+		if _, err := io.ReadFull(r, want[:n]); err != nil {
+			return fmt.Errorf("put %s if absent: %w", key, err)
+		}
+		if int64(len(got)) != n || !bytes.Equal(got, want[:n]) {
+			return fmt.Errorf("put %s if absent: holds other contents at byte %d: %w", key, off, ErrExists)
+		}
+		if n < chunk {
+			break
+		}
 	}
 	return nil
 }

@@ -504,6 +504,32 @@ func (l *Log) MaybeRoll() error {
 	return nil
 }
 
+// OpenSegment opens a new read-only handle on the closed segment whose base
+// offset is base, and returns it with the segment's size in bytes (its
+// batches, verbatim). The handle stays readable if retention deletes the
+// segment meanwhile (on POSIX filesystems and MemFS); the caller closes it.
+func (l *Log) OpenSegment(base int64) (File, int64, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if err := l.usable(); err != nil {
+		return nil, 0, fmt.Errorf("segment: open segment %d: %w", base, err)
+	}
+	for i, s := range l.segs {
+		if s.base != base {
+			continue
+		}
+		if i == len(l.segs)-1 {
+			return nil, 0, fmt.Errorf("segment: open segment %d: it is the active segment", base)
+		}
+		f, err := l.fs.OpenFile(s.path(l.dir, logSuffix), os.O_RDONLY, 0)
+		if err != nil {
+			return nil, 0, fmt.Errorf("segment: open segment %d: %w", base, err)
+		}
+		return f, s.size, nil
+	}
+	return nil, 0, fmt.Errorf("segment: open segment %d: no such segment: %w", base, ErrOffsetOutOfRange)
+}
+
 // Roll closes a non-empty active segment and starts a new one (the object
 // tier rolls topics whose recent batches sit in shared WAL objects, so a
 // segment upload can replace them).

@@ -264,3 +264,38 @@ func TestApplyRetentionBelowKeepsWhatIsNotUploaded(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, left-1, removed, "without a limit, all but the active segment")
 }
+
+func TestOpenSegmentOutlivesDeletion(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for _, fs := range []FS{NewMemFS(), OS()} {
+		dir := "d"
+		if _, ok := fs.(osFS); ok {
+			dir = t.TempDir()
+		}
+		l := openLog(t, Options{FS: fs, Dir: dir, SegmentBytes: 2000, IndexIntervalBytes: 300})
+		bs := genBatches(rng, 0, 40, 0)
+		appendAll(t, l, rng, bs)
+		segs := l.Segments()
+		require.Greater(t, len(segs), 2)
+		f, size, err := l.OpenSegment(segs[0].BaseOffset)
+		require.NoError(t, err)
+		require.Equal(t, segs[0].Size, size)
+		_, _, err = l.OpenSegment(segs[len(segs)-1].BaseOffset)
+		require.Error(t, err, "the active segment is not opened")
+		_, _, err = l.OpenSegment(segs[0].BaseOffset + 1)
+		require.ErrorIs(t, err, ErrOffsetOutOfRange)
+		require.NoError(t, l.DeleteTo(segs[1].BaseOffset)) // deletes the first segment
+		buf := make([]byte, size)
+		_, err = f.ReadAt(buf, 0)
+		require.NoError(t, err)
+		var want []byte
+		for _, b := range bs {
+			if b.base < segs[0].NextOffset {
+				want = append(want, b.data...)
+			}
+		}
+		require.Equal(t, want, buf)
+		require.NoError(t, f.Close())
+		require.NoError(t, l.Close())
+	}
+}

@@ -331,3 +331,38 @@ func TestObjectDurabilitySurvivesWipingAllDisks(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("%d acknowledged records survived; %d objects in the bucket", len(acked), len(objs))
 }
+
+// Deleting a topic removes its segment objects and manifests.
+func TestDeletedTopicLeavesTheTier(t *testing.T) {
+	s3 := objstoretest.StartS3(t, "")
+	store := s3.Store(t, s3store.Options{})
+	tc := startTiered(t, store)
+	addr := tc.brokers[0].Addr
+	brokertest.CreateTopicRF(t, addr, "doomed", 2, 3, map[string]*string{"segment.bytes": kadm.StringPtr("2048")})
+	cl := brokertest.Client(t, addr)
+	for i := 0; i < 400; i++ {
+		require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Topic: "doomed", Value: []byte(fmt.Sprintf("%0100d", i))}).FirstErr())
+	}
+	tp, err := tc.meta.Topic(context.Background(), "doomed")
+	require.NoError(t, err)
+	waitFor(t, "segments uploaded", func() bool {
+		objs, err := store.List(context.Background(), tp.ID.String()+"/")
+		return err == nil && len(objs) >= 4
+	})
+	adm := brokertest.Admin(t, addr)
+	_, err = adm.DeleteTopics(context.Background(), "doomed")
+	require.NoError(t, err)
+	waitFor(t, "objects and manifests removed", func() bool {
+		objs, err := store.List(context.Background(), tp.ID.String()+"/")
+		if err != nil || len(objs) > 0 {
+			return false
+		}
+		for p := int32(0); p < 2; p++ {
+			man, err := tc.meta.Manifest(context.Background(), tp.ID, p)
+			if err != nil || man.Version != 0 {
+				return false
+			}
+		}
+		return true
+	})
+}

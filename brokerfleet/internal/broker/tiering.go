@@ -237,14 +237,15 @@ func (tg *tiering) partitionRound(ctx context.Context, lp ledPartition) error {
 		if !b.leaseValid() || p.LeaderEpoch() != epoch {
 			return nil
 		}
-		batches, err := p.ReadSegment(seg)
+		f, err := p.OpenSegment(seg)
 		if err != nil {
 			if errors.Is(err, segment.ErrOffsetOutOfRange) {
 				continue // deleted meanwhile (DeleteRecords)
 			}
 			return err
 		}
-		man, err := tg.t.Upload(ctx, lp.key.id, lp.key.partition, epoch, st.man, seg, batches)
+		man, err := tg.t.Upload(ctx, lp.key.id, lp.key.partition, epoch, st.man, seg, f)
+		f.Close()
 		if errors.Is(err, tier.ErrFenced) {
 			tg.setManifest(lp.key, st, man, true)
 			return nil
@@ -484,4 +485,40 @@ func (b *Broker) checkTierConfig(cfg topic.Config) error {
 		return fmt.Errorf("%w: %s=%s needs the S3 tier (brokerfleet serve -bucket)", topic.ErrInvalidConfig, topic.Durability, topic.DurabilityObject)
 	}
 	return nil
+}
+
+// removeTopic deletes a deleted topic's segment objects and manifests in
+// the background (the broker that handled DeleteTopics does it; a crash
+// midway leaves objects under the topic id's prefix, which nothing reads).
+func (tg *tiering) removeTopic(t metastore.Topic) {
+	if tg == nil {
+		return
+	}
+	b := tg.b
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		ctx, cancel := context.WithTimeout(b.ctx, 10*time.Minute)
+		defer cancel()
+		n := 0
+		for p := int32(0); p < t.Partitions; p++ {
+			objs, err := b.cfg.Objects.List(ctx, tier.Prefix(t.ID, p))
+			if err != nil {
+				b.log.Warn("remove deleted topic's objects", "topic", t.Name, "err", err)
+				return
+			}
+			for _, o := range objs {
+				if err := b.cfg.Objects.Delete(ctx, o.Key); err != nil {
+					b.log.Warn("remove deleted topic's objects", "topic", t.Name, "err", err)
+					return
+				}
+				n++
+			}
+			if err := b.meta.DeleteManifest(ctx, t.ID, p); err != nil {
+				b.log.Warn("remove deleted topic's manifest", "topic", t.Name, "err", err)
+				return
+			}
+		}
+		b.log.Info("deleted topic's tier removed", "topic", t.Name, "objects", n)
+	}()
 }

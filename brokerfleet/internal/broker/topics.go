@@ -194,6 +194,7 @@ func (b *Broker) deleteTopic(ctx context.Context, name string) (metastore.Topic,
 			return metastore.Topic{}, err
 		}
 		b.log.Info("topic deleted", "topic", name, "id", t.ID.String())
+		b.tiering.removeTopic(t)
 		return t, b.reconcile(ctx)
 	}
 }

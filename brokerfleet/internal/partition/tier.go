@@ -68,15 +68,19 @@ func (p *Partition) ClosedSegments() []segment.SegmentInfo {
 	return out
 }
 
-// ReadSegment returns the batches of the closed segment [base, next) of
-// size bytes.
-func (p *Partition) ReadSegment(s segment.SegmentInfo) ([]byte, error) {
-	buf := make([]byte, 0, s.Size)
-	out, err := p.log.Read(buf, s.BaseOffset, int(s.Size), s.NextOffset)
+// OpenSegment opens a read-only handle on a closed segment's batches
+// (readable even if retention deletes the segment meanwhile); the caller
+// closes it.
+func (p *Partition) OpenSegment(s segment.SegmentInfo) (segment.File, error) {
+	f, size, err := p.log.OpenSegment(s.BaseOffset)
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	if size != s.Size {
+		f.Close()
+		return nil, fmt.Errorf("partition %s-%d: segment %d is %d bytes, expected %d", p.topic, p.index, s.BaseOffset, size, s.Size)
+	}
+	return f, nil
 }
 
 // SetObjectDurable records that every batch below end is in the object

@@ -14,10 +14,13 @@
 package tier
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sort"
 	"strconv"
@@ -161,25 +164,28 @@ func Start(man metastore.Manifest) int64 {
 	return start
 }
 
-// Upload stores one closed segment (its batches, [base, next)) and adds it
-// to the manifest under leaderEpoch. man is the manifest as the caller last
-// saw it; the new one is returned. A manifest written under a newer epoch
-// fails with ErrFenced and leaves the object for collection.
-func (t *Tier) Upload(ctx context.Context, id metastore.TopicID, partition, leaderEpoch int32, man metastore.Manifest, info segment.SegmentInfo, batches []byte) (metastore.Manifest, error) {
+// Upload stores one closed segment (its batches, info.Size bytes read from
+// src, never held in memory whole) and adds it to the manifest under
+// leaderEpoch. man is the manifest as the caller last saw it; the new one
+// is returned. A manifest written under a newer epoch fails with ErrFenced
+// and leaves the object for collection.
+func (t *Tier) Upload(ctx context.Context, id metastore.TopicID, partition, leaderEpoch int32, man metastore.Manifest, info segment.SegmentInfo, src io.ReaderAt) (metastore.Manifest, error) {
 	if man.LeaderEpoch > leaderEpoch {
 		return man, fmt.Errorf("tier: upload %x/%d@%d: manifest has epoch %d: %w", id, partition, info.BaseOffset, man.LeaderEpoch, ErrFenced)
 	}
-	body, indexPos, err := t.withIndex(batches)
+	index, err := t.buildIndex(io.NewSectionReader(src, 0, info.Size))
 	if err != nil {
 		return man, fmt.Errorf("tier: upload %x/%d@%d: %w", id, partition, info.BaseOffset, err)
 	}
+	indexPos := info.Size
+	body := &twoPart{a: io.NewSectionReader(src, 0, info.Size), b: bytes.NewReader(index), size: info.Size + int64(len(index))}
 	key := Key(id, partition, info.BaseOffset, leaderEpoch)
-	if err := objstore.PutIfAbsentIdempotent(ctx, t.opts.Store, key, body); err != nil {
+	if err := objstore.PutReaderIfAbsentIdempotent(ctx, t.opts.Store, key, body, body.size); err != nil {
 		return man, fmt.Errorf("tier: upload %s: %w", key, err)
 	}
 	ref := metastore.SegmentRef{
 		BaseOffset: info.BaseOffset, NextOffset: info.NextOffset, LeaderEpoch: leaderEpoch,
-		Size: int64(len(body)), MaxTimestamp: info.MaxTimestamp, Object: key, IndexPos: indexPos,
+		Size: body.size, MaxTimestamp: info.MaxTimestamp, Object: key, IndexPos: indexPos,
 	}
 	for attempt := 0; ; attempt++ {
 		next := man
@@ -284,21 +290,82 @@ func (t *Tier) appendRef(ctx context.Context, p WALPart, ref metastore.SegmentRe
 	}
 }
 
-// withIndex appends the offset index to the batches.
-func (t *Tier) withIndex(batches []byte) ([]byte, int64, error) {
-	body := make([]byte, len(batches), len(batches)+len(batches)/t.opts.IndexInterval*indexEntry+2*indexEntry)
-	copy(body, batches)
-	pos, last := 0, -t.opts.IndexInterval
-	err := segment.Split(batches, func(h segment.Header, raw []byte) error {
-		if pos-last >= t.opts.IndexInterval {
-			body = binary.BigEndian.AppendUint64(body, uint64(h.BaseOffset))
-			body = binary.BigEndian.AppendUint64(body, uint64(pos))
+// buildIndex reads the batch headers of a segment (one sequential pass)
+// and returns its sparse offset index: an entry for the first batch and
+// then every IndexInterval bytes.
+func (t *Tier) buildIndex(r io.Reader) ([]byte, error) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	var index []byte
+	hdr := make([]byte, segment.HeaderSize)
+	pos, last := int64(0), -int64(t.opts.IndexInterval)
+	for {
+		if _, err := io.ReadFull(br, hdr); err != nil {
+			if errors.Is(err, io.EOF) {
+				return index, nil
+			}
+			return nil, fmt.Errorf("batch header at %d: %w", pos, err)
+		}
+		h, err := segment.ParseHeader(hdr)
+		if err != nil {
+			return nil, fmt.Errorf("batch at %d: %w", pos, err)
+		}
+		if pos-last >= int64(t.opts.IndexInterval) {
+			index = binary.BigEndian.AppendUint64(index, uint64(h.BaseOffset))
+			index = binary.BigEndian.AppendUint64(index, uint64(pos))
 			last = pos
 		}
-		pos += len(raw)
-		return nil
-	})
-	return body, int64(len(batches)), err
+		size := int64(h.Size())
+		if _, err := br.Discard(int(size) - len(hdr)); err != nil {
+			return nil, fmt.Errorf("batch at %d: %w", pos, err)
+		}
+		pos += size
+	}
+}
+
+// twoPart is a ReadSeeker over a followed by b.
+type twoPart struct {
+	a    *io.SectionReader
+	b    *bytes.Reader
+	size int64
+	pos  int64
+}
+
+func (p *twoPart) Read(buf []byte) (int, error) {
+	if p.pos >= p.size {
+		return 0, io.EOF
+	}
+	var n int
+	var err error
+	if asz := p.a.Size(); p.pos < asz {
+		n, err = p.a.ReadAt(buf[:min(int64(len(buf)), asz-p.pos)], p.pos)
+		if errors.Is(err, io.EOF) && n > 0 {
+			err = nil
+		}
+	} else {
+		n, err = p.b.ReadAt(buf, p.pos-asz)
+		if errors.Is(err, io.EOF) && n > 0 {
+			err = nil
+		}
+	}
+	p.pos += int64(n)
+	return n, err
+}
+
+func (p *twoPart) Seek(off int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekStart:
+	case io.SeekCurrent:
+		off += p.pos
+	case io.SeekEnd:
+		off += p.size
+	default:
+		return 0, fmt.Errorf("tier: seek whence %d", whence)
+	}
+	if off < 0 {
+		return 0, fmt.Errorf("tier: seek to %d", off)
+	}
+	p.pos = off
+	return off, nil
 }
 
 // find returns the manifest segment holding offset.

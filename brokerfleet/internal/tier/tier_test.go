@@ -82,7 +82,7 @@ func TestUploadAndReadEveryOffset(t *testing.T) {
 		all = append(all, body...)
 		infos = append(infos, info)
 		var err error
-		man, err = e.t.Upload(ctx, e.id, 0, 1, man, info, body)
+		man, err = e.t.Upload(ctx, e.id, 0, 1, man, info, bytes.NewReader(body))
 		require.NoError(t, err)
 	}
 	require.Equal(t, int64(0), tier.Start(man))
@@ -123,17 +123,17 @@ func TestZombieUploadIsNeverReferencedAndCollected(t *testing.T) {
 	store := objstore.NewMemory()
 	e := newEnv(t, store, tier.Options{OrphanGrace: time.Minute})
 	body, info := mkSegment(0, 10, 2, 50, 1)
-	man, err := e.t.Upload(ctx, e.id, 3, 5, metastore.Manifest{}, info, body)
+	man, err := e.t.Upload(ctx, e.id, 3, 5, metastore.Manifest{}, info, bytes.NewReader(body))
 	require.NoError(t, err)
 
 	// The old leader (epoch 4) still has its view from before epoch 5.
 	body2, info2 := mkSegment(20, 10, 2, 50, 2)
 	stale := metastore.Manifest{}
-	_, err = e.t.Upload(ctx, e.id, 3, 4, stale, info2, body2)
+	_, err = e.t.Upload(ctx, e.id, 3, 4, stale, info2, bytes.NewReader(body2))
 	require.ErrorIs(t, err, tier.ErrFenced)
 	// Even with a manifest read before the new leader wrote: the stored
 	// epoch decides.
-	_, err = e.t.Upload(ctx, e.id, 3, 4, metastore.Manifest{LeaderEpoch: 4}, info2, body2)
+	_, err = e.t.Upload(ctx, e.id, 3, 4, metastore.Manifest{LeaderEpoch: 4}, info2, bytes.NewReader(body2))
 	require.ErrorIs(t, err, tier.ErrFenced)
 	stored, err := e.meta.Manifest(ctx, e.id, 3)
 	require.NoError(t, err)
@@ -169,7 +169,7 @@ func TestExpireByTimeAndSize(t *testing.T) {
 	for s := 0; s < 5; s++ {
 		body, info := mkSegment(int64(s*10), 5, 2, 100, e.now.Add(time.Duration(s-5)*time.Hour).UnixMilli())
 		var err error
-		man, err = e.t.Upload(ctx, e.id, 0, 1, man, info, body)
+		man, err = e.t.Upload(ctx, e.id, 0, 1, man, info, bytes.NewReader(body))
 		require.NoError(t, err)
 	}
 	// Segments 0 and 1 are older than 3.5 hours.
@@ -201,9 +201,9 @@ func TestUploadRetryAndCacheBound(t *testing.T) {
 	counting := objstore.NewCounting(objstore.NewMemory())
 	e := newEnv(t, counting, tier.Options{ChunkSize: 512, CacheBytes: 2048, IndexInterval: 512})
 	body, info := mkSegment(0, 40, 1, 100, 1)
-	man, err := e.t.Upload(ctx, e.id, 0, 1, metastore.Manifest{}, info, body)
+	man, err := e.t.Upload(ctx, e.id, 0, 1, metastore.Manifest{}, info, bytes.NewReader(body))
 	require.NoError(t, err)
-	_, err = e.t.Upload(ctx, e.id, 0, 1, metastore.Manifest{}, info, body) // stale view, same object
+	_, err = e.t.Upload(ctx, e.id, 0, 1, metastore.Manifest{}, info, bytes.NewReader(body)) // stale view, same object
 	require.NoError(t, err, "the manifest already covers it")
 	stored, _ := e.meta.Manifest(ctx, e.id, 0)
 	require.Len(t, stored.Segments, 1)
@@ -267,7 +267,7 @@ func TestWALSharesAndSegmentReplacement(t *testing.T) {
 	// The segment [0, end) replaces both WAL entries.
 	seg := append(append([]byte(nil), a...), a2...)
 	info := segment.SegmentInfo{BaseOffset: 0, NextOffset: a2info.NextOffset, Size: int64(len(seg)), MaxTimestamp: 12}
-	man, err := e.t.Upload(ctx, e.id, 0, 2, mans2[0], info, seg)
+	man, err := e.t.Upload(ctx, e.id, 0, 2, mans2[0], info, bytes.NewReader(seg))
 	require.NoError(t, err)
 	require.Len(t, man.Segments, 1)
 	require.False(t, tier.IsWAL(man.Segments[0]))

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -43,6 +44,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"IfAbsent", testIfAbsent},
 		{"IfAbsentRace16", testIfAbsentRace},
 		{"PutIfAbsentIdempotent", testPutIfAbsentIdempotent},
+		{"PutReaderStreams", testPutReader},
 		{"ListPrefix", testListPrefix},
 		{"ListPaging", testListPaging},
 		{"DeleteIdempotent", testDelete},
@@ -478,4 +480,39 @@ func keysOf(objs []objstore.ObjectInfo) []string {
 		keys[i] = o.Key
 	}
 	return keys
+}
+
+// onlySeeker hides io.ReaderAt, so implementations must seek and read.
+type onlySeeker struct{ io.ReadSeeker }
+
+func testPutReader(t *testing.T, s objstore.Store) {
+	c := Ctx(t)
+	body := Body(7, 3<<20+17)
+	for name, r := range map[string]io.ReadSeeker{
+		"reader-at":   bytes.NewReader(body),
+		"seeker-only": onlySeeker{bytes.NewReader(body)},
+	} {
+		key := "stream/" + name
+		if err := s.PutReader(c, key, r, int64(len(body)), objstore.PutOptions{IfAbsent: true}); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		WantBody(t, s, key, body)
+		WantErr(t, s.PutReader(c, key, bytes.NewReader(body), int64(len(body)), objstore.PutOptions{IfAbsent: true}), objstore.ErrExists)
+		if err := objstore.PutReaderIfAbsentIdempotent(c, s, key, bytes.NewReader(body), int64(len(body))); err != nil {
+			t.Fatalf("%s: the same body again: %v", name, err)
+		}
+		other := slices.Clone(body)
+		other[len(other)-1]++
+		WantErr(t, objstore.PutReaderIfAbsentIdempotent(c, s, key, bytes.NewReader(other), int64(len(other))), objstore.ErrExists)
+		WantErr(t, objstore.PutReaderIfAbsentIdempotent(c, s, key, bytes.NewReader(body[:len(body)-1]), int64(len(body)-1)), objstore.ErrExists)
+	}
+	// A body that starts mid-reader: size bytes from the current position.
+	r := bytes.NewReader(body)
+	if _, err := r.Seek(1000, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutReader(c, "stream/mid", r, 5000, objstore.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	WantBody(t, s, "stream/mid", body[1000:6000])
 }

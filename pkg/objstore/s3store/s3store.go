@@ -111,6 +111,39 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, opts objstore.
 	return nil
 }
 
+// PutReader implements objstore.Store: the SDK reads r to sign the
+// request and rewinds it for a retry, so the body is never buffered whole.
+func (s *Store) PutReader(ctx context.Context, key string, r io.ReadSeeker, size int64, opts objstore.PutOptions) error {
+	op := "put " + key
+	if opts.IfAbsent {
+		op += " if absent"
+	}
+	k, err := s.objectKey(key)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if size < 0 {
+		return fmt.Errorf("%s: negative size %d", op, size)
+	}
+	pos, err := r.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	in := &s3.PutObjectInput{
+		Bucket:        aws.String(s.bucket),
+		Key:           aws.String(k),
+		Body:          io.NewSectionReader(readerAt{r}, pos, size),
+		ContentLength: aws.Int64(size),
+	}
+	if opts.IfAbsent {
+		in.IfNoneMatch = aws.String("*")
+	}
+	if _, err := s.client.PutObject(ctx, in); err != nil {
+		return classify(op, err)
+	}
+	return nil
+}
+
 // Get implements objstore.Store.
 func (s *Store) Get(ctx context.Context, key string, offset, length int64) ([]byte, error) {
 	op := fmt.Sprintf("get %s [%d+%d]", key, offset, length)
@@ -199,4 +232,19 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		return classify(op, err)
 	}
 	return nil
+}
+
+// readerAt adapts a ReadSeeker to ReaderAt (seek, then read), so the body
+// can be an io.SectionReader that the SDK may rewind any number of times.
+// The SDK reads one request at a time, so the seeks do not interleave.
+type readerAt struct{ r io.ReadSeeker }
+
+func (a readerAt) ReadAt(p []byte, off int64) (int, error) {
+	if ra, ok := a.r.(io.ReaderAt); ok {
+		return ra.ReadAt(p, off)
+	}
+	if _, err := a.r.Seek(off, io.SeekStart); err != nil {
+		return 0, err
+	}
+	return io.ReadFull(a.r, p)
 }
