@@ -3,7 +3,7 @@ package broker
 // ListOffsets, versions 1-8. v2 adds the isolation level; v4 the current
 // leader epoch and the leader epoch of the answer; v6 is flexible; v7 adds
 // timestamp -3 (the record with the largest timestamp); v8 adds -4 (the
-// earliest local offset, which here is the earliest offset).
+// earliest local offset: with the S3 tier, where local disk starts).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -63,6 +63,14 @@ func (b *Broker) listOffset(topicName string, rp kmsg.ListOffsetsRequestTopicPar
 			sp.Offset, sp.Timestamp, sp.LeaderEpoch = off, rts, epoch
 		}
 	case ts >= 0:
+		if off, rts, ok, err := b.tierOffsetForTimestamp(topicName, rp.Partition, p, ts); err != nil || ok {
+			if err != nil {
+				sp.ErrorCode = errorCode(err)
+			} else {
+				sp.Offset, sp.Timestamp, sp.LeaderEpoch = off, rts, epoch
+			}
+			return
+		}
 		off, rts, ok, err := p.OffsetForTimestamp(ts)
 		if err != nil {
 			sp.ErrorCode = errorCode(err)

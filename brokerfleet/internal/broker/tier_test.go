@@ -139,6 +139,33 @@ func TestTierSurvivesWipingEveryDisk(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, n, 2400)
 
+	// ListOffsets by time finds records that only the tier holds.
+	adm = brokertest.Admin(t, addr)
+	for i := 1; i < 3000; i += 97 {
+		w := want[fmt.Sprintf("%d/%d", 0, 0)]
+		for _, r := range want {
+			if string(r.Value) == fmt.Sprintf("value-%05d-%s", i, "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx") {
+				w = r
+			}
+		}
+		if w.Offset >= ends[w.Partition] {
+			continue
+		}
+		ms := w.Timestamp.UnixMilli()
+		expect := w.Offset
+		for _, r := range want {
+			if r.Partition == w.Partition && r.Timestamp.UnixMilli() >= ms && r.Offset < expect {
+				expect = r.Offset
+			}
+		}
+		listed, err := adm.ListOffsetsAfterMilli(context.Background(), ms, "tiered")
+		require.NoError(t, err)
+		lo, ok := listed.Lookup("tiered", w.Partition)
+		require.True(t, ok)
+		require.NoError(t, lo.Err)
+		require.Equal(t, expect, lo.Offset, "first offset at or after %d in partition %d", ms, w.Partition)
+	}
+
 	// New writes go after the tier's end: no offset is assigned twice.
 	cl2 := brokertest.Client(t, addr)
 	for i := 0; i < 30; i++ {

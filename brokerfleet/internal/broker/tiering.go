@@ -522,3 +522,28 @@ func (tg *tiering) removeTopic(t metastore.Topic) {
 		b.log.Info("deleted topic's tier removed", "topic", t.Name, "objects", n)
 	}()
 }
+
+// tierOffsetForTimestamp answers ListOffsets by time from the tier when the
+// first record at or after ts lies below the local log; ok is false when
+// the tier has none (the local log is searched next).
+func (b *Broker) tierOffsetForTimestamp(name string, idx int32, p *partition.Partition, ts int64) (int64, int64, bool, error) {
+	if b.tiering == nil || p.LogStartOffset() >= p.LocalLogStartOffset() {
+		return 0, 0, false, nil
+	}
+	ts0 := b.lookup(name)
+	if ts0 == nil {
+		return 0, 0, false, nil
+	}
+	man, ok := b.tiering.manifest(ts0.meta.ID, idx)
+	if !ok {
+		return 0, 0, false, fmt.Errorf("tier of %s-%d not loaded yet: %w", name, idx, errNotLeader)
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	local := p.LocalLogStartOffset()
+	batch, found, err := b.tiering.t.FindTimestamp(ctx, man, ts, local)
+	if err != nil || !found {
+		return 0, 0, false, err
+	}
+	return partition.FirstRecordAt(batch, ts, p.LogStartOffset())
+}

@@ -54,6 +54,24 @@ func (p *Partition) OffsetForTimestamp(ts int64) (offset, recordTS int64, ok boo
 	}
 }
 
+// FirstRecordAt returns the first record of batch at or after minOffset
+// whose timestamp is at least ts (for batches read from the object tier).
+func FirstRecordAt(batch []byte, ts, minOffset int64) (offset, recordTS int64, ok bool, err error) {
+	h, err := segment.ParseHeader(batch)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	offset = -1
+	err = eachRecordTimestamp(batch, h, func(off, rts int64) bool {
+		if off >= minOffset && rts >= ts {
+			offset, recordTS = off, rts
+			return false
+		}
+		return true
+	})
+	return offset, recordTS, err == nil && offset >= 0, err
+}
+
 // MaxTimestamp returns the offset and timestamp of the committed record with
 // the largest timestamp (ListOffsets timestamp -3); ok is false for an empty
 // log.

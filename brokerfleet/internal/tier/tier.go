@@ -430,6 +430,43 @@ func (t *Tier) Read(ctx context.Context, man metastore.Manifest, offset int64, m
 	return out, nil
 }
 
+// FindTimestamp returns the first batch in the tier below until whose
+// maximum timestamp is at least ts (ListOffsets by time): segments whose
+// maximum timestamp is older are skipped without reading them; ok is false
+// when no batch below until qualifies.
+func (t *Tier) FindTimestamp(ctx context.Context, man metastore.Manifest, ts, until int64) ([]byte, bool, error) {
+	refs := append([]metastore.SegmentRef(nil), man.Segments...)
+	sort.Slice(refs, func(i, j int) bool { return refs[i].BaseOffset < refs[j].BaseOffset })
+	cursor := Start(man)
+	for _, ref := range refs {
+		if ref.NextOffset <= cursor {
+			continue
+		}
+		if ref.MaxTimestamp < ts {
+			cursor = ref.NextOffset
+			continue
+		}
+		for cursor = max(cursor, ref.BaseOffset); cursor < ref.NextOffset && cursor < until; {
+			batch, err := t.Read(ctx, man, cursor, 1)
+			if err != nil {
+				return nil, false, err
+			}
+			h, err := segment.ParseHeader(batch)
+			if err != nil {
+				return nil, false, err
+			}
+			if h.MaxTimestamp >= ts {
+				return batch, true, nil
+			}
+			cursor = h.LastOffset() + 1
+		}
+		if cursor >= until {
+			break
+		}
+	}
+	return nil, false, nil
+}
+
 // readAt reads n bytes at pos of a segment object through the chunk cache.
 func (t *Tier) readAt(ctx context.Context, ref metastore.SegmentRef, pos, n int64) ([]byte, error) {
 	if pos+n > ref.IndexPos {
