@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -392,4 +393,38 @@ func TestDeletedTopicLeavesTheTier(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// WAL objects nothing references (a dead incarnation's) are swept after
+// the grace period; referenced ones stay.
+func TestUnreferencedWALObjectsAreSwept(t *testing.T) {
+	s3 := objstoretest.StartS3(t, "")
+	store := s3.Store(t, s3store.Options{})
+	tc := &tieredCluster{meta: brokertest.NewMeta(t), objects: store}
+	b := tc.start(t, 0, t.TempDir(), "127.0.0.1:0")
+	b.Broker.Close()
+	cfg := b.Cfg
+	cfg.TierOrphanGrace, cfg.Advertise = time.Second, ""
+	b = brokertest.StartConfig(t, cfg, "127.0.0.1:0")
+	brokertest.CreateTopicRF(t, b.Addr, "swept", 1, 1, map[string]*string{"strata.durability": kadm.StringPtr("object")})
+	ctx := context.Background()
+	dead := tier.WALKey(0, "dead-incarnation", 1)
+	require.NoError(t, store.Put(ctx, dead, []byte("nobody references this"), objstore.PutOptions{}))
+	cl := brokertest.Client(t, b.Addr)
+	for i := 0; i < 20; i++ {
+		require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: "swept", Value: []byte(fmt.Sprint(i))}).FirstErr())
+	}
+	tp, err := tc.meta.Topic(ctx, "swept")
+	require.NoError(t, err)
+	waitFor(t, "the dead incarnation's object swept", func() bool {
+		_, err := store.Get(ctx, dead, 0, -1)
+		return errors.Is(err, objstore.ErrNotFound)
+	})
+	man, err := tc.meta.Manifest(ctx, tp.ID, 0)
+	require.NoError(t, err)
+	require.NotEmpty(t, tier.WALObjects(man))
+	for obj := range tier.WALObjects(man) {
+		_, err := store.Get(ctx, obj, 0, -1)
+		require.NoError(t, err, "referenced WAL object %s deleted", obj)
+	}
 }

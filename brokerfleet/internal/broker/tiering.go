@@ -12,6 +12,7 @@ import (
 	"github.com/stratamq/strata/brokerfleet/internal/tier"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
 	"github.com/stratamq/strata/pkg/metastore"
+	"github.com/stratamq/strata/pkg/objstore"
 	"github.com/stratamq/strata/pkg/segment"
 )
 
@@ -43,11 +44,12 @@ type tiering struct {
 	t    *tier.Tier
 	kick chan struct{}
 
-	mu      sync.Mutex
-	parts   map[tierKey]*tierState
-	walRefs map[string]int // WAL object -> manifests of led partitions referencing it
-	walSeq  int64
-	walKick chan struct{}
+	mu        sync.Mutex
+	parts     map[tierKey]*tierState
+	walRefs   map[string]int // WAL object -> manifests of led partitions referencing it
+	walSeq    int64
+	walKick   chan struct{}
+	lastSweep time.Time
 }
 
 func newTiering(b *Broker) *tiering {
@@ -189,6 +191,69 @@ func (tg *tiering) round() {
 		}
 	}
 	tg.mu.Unlock()
+	if time.Since(tg.lastSweep) >= b.cfg.TierOrphanGrace/2 {
+		tg.lastSweep = time.Now()
+		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Minute)
+		if err := tg.sweepWAL(ctx); err != nil && b.ctx.Err() == nil {
+			b.log.Warn("sweep WAL objects", "err", err)
+		}
+		cancel()
+	}
+}
+
+// sweepWAL deletes this broker's WAL objects that no manifest of an
+// "object" durability topic references and that are older than the orphan
+// grace (the in-memory reference counts delete most of them sooner).
+func (tg *tiering) sweepWAL(ctx context.Context) error {
+	b := tg.b
+	objs, err := b.cfg.Objects.List(ctx, fmt.Sprintf("wal/%d/", b.cfg.NodeID))
+	if err != nil {
+		return err
+	}
+	// A WAL object is referenced right after it is written or never (a
+	// failed reference is not retried under the same key), so one older
+	// than the grace period that no manifest references is garbage: left
+	// by an earlier incarnation, or by partitions whose leadership moved.
+	cutoff := time.Now().Add(-b.cfg.TierOrphanGrace)
+	var old []objstore.ObjectInfo
+	for _, o := range objs {
+		if o.LastModified.Before(cutoff) {
+			old = append(old, o)
+		}
+	}
+	if len(old) == 0 {
+		return nil
+	}
+	referenced := map[string]bool{}
+	topics, err := b.meta.Topics(ctx)
+	if err != nil {
+		return err
+	}
+	for _, t := range topics {
+		cfg, err := b.defaults.Resolve(t.Configs)
+		if err != nil || cfg.Durability != topic.DurabilityObject {
+			continue
+		}
+		for p := int32(0); p < t.Partitions; p++ {
+			man, err := b.meta.Manifest(ctx, t.ID, p)
+			if err != nil {
+				return err
+			}
+			for obj := range tier.WALObjects(man) {
+				referenced[obj] = true
+			}
+		}
+	}
+	for _, o := range old {
+		if referenced[o.Key] {
+			continue
+		}
+		if err := b.cfg.Objects.Delete(ctx, o.Key); err != nil {
+			return err
+		}
+		b.log.Info("collected WAL object of an earlier incarnation", "object", o.Key)
+	}
+	return nil
 }
 
 func (tg *tiering) partitionRound(ctx context.Context, lp ledPartition) error {
