@@ -46,6 +46,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	dataDir := fs.String("data", "", "directory for the Strata broker's log (default: a temporary directory, removed afterwards)")
 	tierSegment := fs.Int64("tier-segment-bytes", 64<<20, "segment.bytes of the S3-tier run (its volume is -bytes per topic)")
 	skipTier := fs.Bool("skip-tier", false, "skip the S3-tier run")
+	tierOnly := fs.Bool("tier-only", false, "run only the S3-tier part")
 	cpuProfile := fs.String("cpuprofile", "", "write CPU profiles of the Strata runs (brokers and client) to FILE.1brokers and FILE.3brokers")
 	if err := parseFlags(fs, args, stderr, false); err != nil {
 		return err
@@ -55,6 +56,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError{err}
 	}
 
+	if *tierOnly && *skipTier {
+		return usageError{fmt.Errorf("flags -tier-only and -skip-tier exclude each other")}
+	}
+	if *tierOnly {
+		return runTierBench(ctx, cfg, *tierSegment, stdout, stderr)
+	}
 	fmt.Fprintln(stdout, "baseline: kfake (in memory, one broker)")
 	fake, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
@@ -81,11 +88,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *skipTier {
 		return nil
 	}
-	if *tierSegment < 1024 {
-		return usageError{fmt.Errorf("invalid value %d for flag -tier-segment-bytes: below 1024", *tierSegment)}
+	return runTierBench(ctx, cfg, *tierSegment, stdout, stderr)
+}
+
+func runTierBench(ctx context.Context, cfg bench.Config, segmentBytes int64, stdout, stderr io.Writer) error {
+	if segmentBytes < 1024 {
+		return usageError{fmt.Errorf("invalid value %d for flag -tier-segment-bytes: below 1024", segmentBytes)}
 	}
 	fmt.Fprintln(stdout, "== strata: S3 tier")
-	tr, err := benchTier(ctx, cfg, *tierSegment, stdout, stderr)
+	tr, err := benchTier(ctx, cfg, segmentBytes, stdout, stderr)
 	if err != nil {
 		return err
 	}

@@ -231,14 +231,10 @@ func tierSettled(ctx context.Context, adm *kadm.Client, b *broker.Broker) (bool,
 	if err != nil {
 		return false, 0, err
 	}
-	ends, err := adm.ListEndOffsets(ctx, "tier-s3")
-	if err != nil {
-		return false, 0, err
-	}
 	ok := true
 	local.Each(func(o kadm.ListedOffset) {
-		if e, found := ends.Lookup(o.Topic, o.Partition); found && o.Offset == 0 && e.Offset > 0 {
-			ok = false // nothing deleted locally yet
+		if o.Err != nil || o.Offset < b.ClosedSegmentEnd("tier-s3", o.Partition) {
+			ok = false // uploaded segments not deleted locally yet
 		}
 	})
 	return ok, uploaded, nil
