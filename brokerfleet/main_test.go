@@ -19,6 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/stratamq/strata/pkg/metastore/dynamo/dynamotest"
+	"github.com/stratamq/strata/pkg/objstore/objstoretest"
+	"github.com/stratamq/strata/pkg/objstore/s3store"
 )
 
 var binPath string
@@ -281,4 +283,48 @@ func TestServeOnDynamoDB(t *testing.T) {
 		got += fs.NumRecords()
 	}
 	require.Equal(t, 100, got)
+}
+
+// TestServeTiersToS3 runs `brokerfleet serve -bucket s3://BUCKET/PREFIX
+// -aws-endpoint URL` against an S3 stand-in: closed segments appear under
+// the prefix, and a second process on an empty disk reads them back.
+func TestServeTiersToS3(t *testing.T) {
+	s3 := objstoretest.StartS3(t, "")
+	meta := filepath.Join(t.TempDir(), "meta.db")
+	serve := func(dataDir string) *devProcess {
+		return startProcess(t, "serve", "-listen", "127.0.0.1:0", "-data", dataDir, "-metastore", "embedded:"+meta,
+			"-bucket", "s3://"+objstoretest.Bucket+"/serve-test", "-aws-endpoint", s3.URL(), "-tier-interval", "100ms",
+			"-lease", "2s", "-lease-margin", "500ms")
+	}
+	p := serve(t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p.addr), kgo.DefaultProduceTopic("tiered"))
+	require.NoError(t, err)
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, map[string]*string{"segment.bytes": kadm.StringPtr("2048")}, "tiered")
+	require.NoError(t, err)
+	require.NoError(t, resp.Err)
+	for i := 0; i < 200; i++ {
+		require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("%064d", i))}).FirstErr())
+	}
+	cl.Close()
+	store := s3.Store(t, s3store.Options{Prefix: "serve-test"})
+	waitUntil(t, 30*time.Second, "segments in S3", func() bool {
+		objs, err := store.List(ctx, "")
+		return err == nil && len(objs) >= 3
+	})
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, <-p.exited, p.stderr.String())
+
+	// A new process on an empty disk serves offset 0 from S3.
+	p2 := serve(t.TempDir())
+	c2, err := kgo.NewClient(kgo.SeedBrokers(p2.addr), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"tiered": {0: kgo.NewOffset().At(0)}}))
+	require.NoError(t, err)
+	defer c2.Close()
+	fs := c2.PollFetches(ctx)
+	require.NoError(t, ctx.Err())
+	recs := fs.Records()
+	require.NotEmpty(t, recs)
+	require.Equal(t, int64(0), recs[0].Offset)
+	require.Equal(t, fmt.Sprintf("%064d", 0), string(recs[0].Value))
 }

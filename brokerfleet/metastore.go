@@ -23,7 +23,7 @@ type metaFlags struct {
 
 func (m *metaFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&m.spec, "metastore", "embedded", "control-plane store: embedded (a file under -data), embedded:PATH, or dynamodb://TABLE")
-	fs.StringVar(&m.endpoint, "aws-endpoint", "", "DynamoDB endpoint override (LocalStack, dynalite); empty for AWS")
+	fs.StringVar(&m.endpoint, "aws-endpoint", "", "AWS endpoint override for DynamoDB and S3 (LocalStack; dynalite with -metastore dynamodb://...); empty for AWS")
 	fs.StringVar(&m.region, "aws-region", "", "AWS region for DynamoDB (default: the SDK's, else us-east-1 with an endpoint override)")
 	fs.BoolVar(&m.create, "create-table", false, "create the DynamoDB table if it does not exist (for local runs; in AWS the CDK app creates it)")
 }

@@ -22,14 +22,21 @@ type objectFlags struct {
 
 func (o *objectFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.bucket, "bucket", "", "S3 tier: s3://BUCKET[/PREFIX] for closed segments (empty: segments stay on local disk)")
-	fs.StringVar(&o.endpoint, "s3-endpoint", "", "S3 endpoint override (LocalStack, a stand-in); empty: AWS")
-	fs.StringVar(&o.region, "s3-region", "", "AWS region of the bucket (default: the SDK's, else us-east-1 with an endpoint override)")
+	fs.StringVar(&o.endpoint, "s3-endpoint", "", "S3 endpoint override (a stand-in); default: -aws-endpoint (LocalStack serves both); empty: AWS")
+	fs.StringVar(&o.region, "s3-region", "", "AWS region of the bucket (default: -aws-region, else the SDK's, else us-east-1 with an endpoint override)")
 }
 
-// open returns the tier's store, or nil without -bucket.
-func (o *objectFlags) open(ctx context.Context) (objstore.Store, error) {
+// open returns the tier's store, or nil without -bucket. The AWS endpoint
+// and region of the metastore flags apply unless the S3 ones are set.
+func (o *objectFlags) open(ctx context.Context, awsEndpoint, awsRegion string) (objstore.Store, error) {
 	if o.bucket == "" {
 		return nil, nil
+	}
+	if o.endpoint == "" {
+		o.endpoint = awsEndpoint
+	}
+	if o.region == "" {
+		o.region = awsRegion
 	}
 	bucket, prefix, err := s3store.ParseURL(o.bucket)
 	if err != nil {

@@ -99,7 +99,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer closer.Close()
 	cfg.Meta = meta
-	if cfg.Objects, err = of.open(ctx); err != nil {
+	if cfg.Objects, err = of.open(ctx, mf.endpoint, mf.region); err != nil {
 		return err
 	}
 	if err := cfg.Validate(); err != nil {

@@ -2,9 +2,10 @@
 // reads them back.
 //
 // A segment object holds the segment's record batches verbatim followed by
-// a sparse offset index (16-byte entries: batch base offset, byte position),
-// so a read of any offset is one small ranged GET of the index (cached) and
-// ranged GETs of the batches. Objects are named
+// a sparse offset and time index (24-byte entries: batch base offset, byte
+// position, and the largest timestamp of the batches before it), so a read
+// of any offset, or a search by time, is one small ranged GET of the index
+// (cached) and ranged GETs of the batches. Objects are named
 // <topic-id>/<partition>/<base-offset>-<leader-epoch>.log, created with
 // If-None-Match, and become part of the log only when the partition's
 // manifest in the metastore references them; the manifest write is
@@ -57,7 +58,7 @@ const (
 	DefaultChunkSize     = 4 << 20
 	DefaultCacheBytes    = 256 << 20
 	DefaultOrphanGrace   = 10 * time.Minute
-	indexEntry           = 16
+	indexEntry           = 24
 )
 
 // ErrFenced is returned when a newer leader epoch owns the manifest.
@@ -72,7 +73,7 @@ type Tier struct {
 	indexes map[string][]indexEntryT // object -> decoded offset index
 }
 
-type indexEntryT struct{ offset, pos int64 }
+type indexEntryT struct{ offset, pos, maxTsBefore int64 }
 
 // New returns a Tier over opts.Store.
 func New(opts Options) *Tier {
@@ -298,6 +299,7 @@ func (t *Tier) buildIndex(r io.Reader) ([]byte, error) {
 	var index []byte
 	hdr := make([]byte, segment.HeaderSize)
 	pos, last := int64(0), -int64(t.opts.IndexInterval)
+	maxTs := int64(-1 << 63)
 	for {
 		if _, err := io.ReadFull(br, hdr); err != nil {
 			if errors.Is(err, io.EOF) {
@@ -312,8 +314,10 @@ func (t *Tier) buildIndex(r io.Reader) ([]byte, error) {
 		if pos-last >= int64(t.opts.IndexInterval) {
 			index = binary.BigEndian.AppendUint64(index, uint64(h.BaseOffset))
 			index = binary.BigEndian.AppendUint64(index, uint64(pos))
+			index = binary.BigEndian.AppendUint64(index, uint64(maxTs))
 			last = pos
 		}
+		maxTs = max(maxTs, h.MaxTimestamp)
 		size := int64(h.Size())
 		if _, err := br.Discard(int(size) - len(hdr)); err != nil {
 			return nil, fmt.Errorf("batch at %d: %w", pos, err)
@@ -446,7 +450,20 @@ func (t *Tier) FindTimestamp(ctx context.Context, man metastore.Manifest, ts, un
 			cursor = ref.NextOffset
 			continue
 		}
-		for cursor = max(cursor, ref.BaseOffset); cursor < ref.NextOffset && cursor < until; {
+		cursor = max(cursor, ref.BaseOffset)
+		// The time index: batches before the last entry whose predecessors
+		// are all older than ts cannot hold the answer.
+		idx, err := t.index(ctx, ref)
+		if err != nil {
+			return nil, false, err
+		}
+		for _, e := range idx {
+			if e.maxTsBefore >= ts {
+				break
+			}
+			cursor = max(cursor, e.offset)
+		}
+		for cursor < ref.NextOffset && cursor < until {
 			batch, err := t.Read(ctx, man, cursor, 1)
 			if err != nil {
 				return nil, false, err
@@ -530,8 +547,9 @@ func (t *Tier) index(ctx context.Context, ref metastore.SegmentRef) ([]indexEntr
 	idx = make([]indexEntryT, len(b)/indexEntry)
 	for i := range idx {
 		idx[i] = indexEntryT{
-			offset: int64(binary.BigEndian.Uint64(b[i*indexEntry:])),
-			pos:    int64(binary.BigEndian.Uint64(b[i*indexEntry+8:])),
+			offset:      int64(binary.BigEndian.Uint64(b[i*indexEntry:])),
+			pos:         int64(binary.BigEndian.Uint64(b[i*indexEntry+8:])),
+			maxTsBefore: int64(binary.BigEndian.Uint64(b[i*indexEntry+16:])),
 		}
 	}
 	t.mu.Lock()

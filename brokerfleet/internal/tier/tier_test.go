@@ -276,3 +276,40 @@ func TestWALSharesAndSegmentReplacement(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, seg, got)
 }
+
+// Search by time: the index's timestamps skip to the right region, so a
+// lookup costs a few ranged GETs, not a scan of the segment.
+func TestFindTimestampUsesTheTimeIndex(t *testing.T) {
+	ctx := context.Background()
+	counting := objstore.NewCounting(objstore.NewMemory())
+	e := newEnv(t, counting, tier.Options{IndexInterval: 300, ChunkSize: 256, CacheBytes: 1024})
+	var body []byte
+	for i := int64(0); i < 200; i++ {
+		body = append(body, mkBatch(i, 1, 20, 1000+i*10)...)
+	}
+	info := segment.SegmentInfo{BaseOffset: 0, NextOffset: 200, Size: int64(len(body)), MaxTimestamp: 1000 + 199*10}
+	man, err := e.t.Upload(ctx, e.id, 0, 1, metastore.Manifest{}, info, bytes.NewReader(body))
+	require.NoError(t, err)
+	for _, ts := range []int64{0, 1000, 1005, 1500, 1990, 2001} {
+		counting.Reset()
+		batch, ok, err := e.t.FindTimestamp(ctx, man, ts, 200)
+		require.NoError(t, err)
+		want := (ts - 1000 + 9) / 10 // first batch with timestamp >= ts
+		if want < 0 {
+			want = 0
+		}
+		if want >= 200 {
+			require.False(t, ok, "ts %d", ts)
+			continue
+		}
+		require.True(t, ok, "ts %d", ts)
+		h, err := segment.ParseHeader(batch)
+		require.NoError(t, err)
+		require.Equal(t, want, h.BaseOffset, "ts %d", ts)
+		require.LessOrEqual(t, counting.Counts().Gets, int64(4), "ts %d: %d GETs", ts, counting.Counts().Gets)
+	}
+	// Below until only: the answer past it is the local log's business.
+	_, ok, err := e.t.FindTimestamp(ctx, man, 1500, 40)
+	require.NoError(t, err)
+	require.False(t, ok)
+}
