@@ -193,3 +193,20 @@ func (b *Broker) handOverShards(ctx context.Context, live map[int32]bool) {
 		load[to]++
 	}
 }
+
+// CoordinatorShardsAssigned reports whether, as this broker last read the
+// metastore, every coordinator shard is assigned to a live broker (a fresh
+// cluster has none for its controller's first round).
+func (b *Broker) CoordinatorShardsAssigned() bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if len(b.shards) < metastore.GroupShards {
+		return false
+	}
+	for _, s := range b.shards {
+		if _, live := b.peers[s.Broker]; !live && s.Broker != b.cfg.NodeID {
+			return false
+		}
+	}
+	return true
+}

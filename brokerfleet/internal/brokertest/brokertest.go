@@ -97,6 +97,11 @@ func StartConfig(t testing.TB, cfg broker.Config, listen string) *Broker {
 	tb := &Broker{Broker: b, Addr: ln.Addr().String(), Cfg: cfg, done: make(chan error, 1)}
 	go func() { tb.done <- b.Serve(ln) }()
 	t.Cleanup(func() { tb.Broker.Close() })
+	// Group coordinator shards are assigned by the controller's first
+	// round; admin tools (kadm) do not retry COORDINATOR_NOT_AVAILABLE.
+	for deadline := time.Now().Add(10 * time.Second); !b.CoordinatorShardsAssigned() && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	return tb
 }
 
