@@ -284,14 +284,7 @@ func (g *group) maybeCompleteJoin(now time.Time) {
 	}
 	g.state = stateCompletingRebalance
 	g.syncDeadline = now.Add(g.maxRebalanceTimeout())
-	var all []kmsg.JoinGroupResponseMember
-	for _, m := range g.sortedMembers() {
-		jm := kmsg.NewJoinGroupResponseMember()
-		jm.MemberID = m.id
-		jm.InstanceID = strPtr(m.instanceID)
-		jm.ProtocolMetadata = m.metadataFor(g.protocol)
-		all = append(all, jm)
-	}
+	all := g.memberList()
 	for _, m := range g.members {
 		m.synced = false
 		resp := g.joinResponse(m)

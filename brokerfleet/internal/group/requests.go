@@ -16,6 +16,15 @@ import (
 
 func validGroupID(name string) bool { return name != "" && len(name) <= maxGroupIDBytes }
 
+// enter checks a group id and returns the group locked and loaded, or the
+// error code to answer.
+func (c *Coordinator) enter(ctx context.Context, name string) (*group, int16) {
+	if !validGroupID(name) {
+		return nil, kerr.InvalidGroupID.Code
+	}
+	return c.acquire(ctx, name)
+}
+
 func deref(s *string) string {
 	if s == nil {
 		return ""
@@ -322,11 +331,7 @@ func (c *Coordinator) Sync(ctx context.Context, req *kmsg.SyncGroupRequest) func
 // Heartbeat handles Heartbeat.
 func (c *Coordinator) Heartbeat(ctx context.Context, req *kmsg.HeartbeatRequest) *kmsg.HeartbeatResponse {
 	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
-	if !validGroupID(req.Group) {
-		resp.ErrorCode = kerr.InvalidGroupID.Code
-		return resp
-	}
-	g, code := c.acquire(ctx, req.Group)
+	g, code := c.enter(ctx, req.Group)
 	if code != 0 {
 		resp.ErrorCode = code
 		return resp
@@ -357,11 +362,7 @@ func (c *Coordinator) Leave(ctx context.Context, req *kmsg.LeaveGroupRequest) *k
 	if req.Version < 3 {
 		leaving = []kmsg.LeaveGroupRequestMember{{MemberID: req.MemberID}}
 	}
-	if !validGroupID(req.Group) {
-		resp.ErrorCode = kerr.InvalidGroupID.Code
-		return resp
-	}
-	g, code := c.acquire(ctx, req.Group)
+	g, code := c.enter(ctx, req.Group)
 	if code != 0 {
 		resp.ErrorCode = code
 		return resp
@@ -730,10 +731,7 @@ func (c *Coordinator) Delete(ctx context.Context, req *kmsg.DeleteGroupsRequest)
 }
 
 func (c *Coordinator) deleteGroup(ctx context.Context, name string) int16 {
-	if !validGroupID(name) {
-		return kerr.InvalidGroupID.Code
-	}
-	g, code := c.acquire(ctx, name)
+	g, code := c.enter(ctx, name)
 	if code != 0 {
 		return code
 	}
@@ -761,11 +759,7 @@ func (c *Coordinator) deleteGroup(ctx context.Context, name string) int16 {
 // group is not subscribed to are removed.
 func (c *Coordinator) DeleteOffsets(ctx context.Context, req *kmsg.OffsetDeleteRequest) *kmsg.OffsetDeleteResponse {
 	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
-	if !validGroupID(req.Group) {
-		resp.ErrorCode = kerr.InvalidGroupID.Code
-		return resp
-	}
-	g, code := c.acquire(ctx, req.Group)
+	g, code := c.enter(ctx, req.Group)
 	if code != 0 {
 		resp.ErrorCode = code
 		return resp
