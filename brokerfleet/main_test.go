@@ -4,7 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,7 +56,7 @@ type devProcess struct {
 
 func startDev(t *testing.T, dataDir string) *devProcess {
 	t.Helper()
-	return startProcess(t, "dev", "-listen", "127.0.0.1:0", "-http", "127.0.0.1:0", "-data", dataDir)
+	return startProcess(t, "dev", "-listen", "127.0.0.1:0", "-http", "127.0.0.1:0", "-registry", "127.0.0.1:0", "-data", dataDir)
 }
 
 // startProcess runs the brokerfleet binary and waits for its ready line.
@@ -327,4 +331,28 @@ func TestServeTiersToS3(t *testing.T) {
 	require.NotEmpty(t, recs)
 	require.Equal(t, int64(0), recs[0].Offset)
 	require.Equal(t, fmt.Sprintf("%064d", 0), string(recs[0].Value))
+}
+
+// TestDevServesSchemaRegistry: `brokerfleet dev -registry ADDR` serves the
+// Confluent API at the root path.
+func TestDevServesSchemaRegistry(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	startProcess(t, "dev", "-listen", "127.0.0.1:0", "-http", "", "-registry", addr, "-tier=false", "-data", t.TempDir())
+	body := `{"schema":"{\"type\":\"string\"}"}`
+	resp, err := http.Post("http://"+addr+"/subjects/greetings-value/versions", "application/vnd.schemaregistry.v1+json", strings.NewReader(body))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	require.Equal(t, 200, resp.StatusCode, string(b))
+	var reg struct{ ID int }
+	require.NoError(t, json.Unmarshal(b, &reg))
+	require.Equal(t, 1, reg.ID)
+	resp2, err := http.Get("http://" + addr + "/subjects")
+	require.NoError(t, err)
+	defer resp2.Body.Close()
+	b, _ = io.ReadAll(resp2.Body)
+	require.JSONEq(t, `["greetings-value"]`, string(b))
 }

@@ -78,6 +78,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.Rack, "rack", "", "this broker's rack, usually its availability zone")
 	httpAddr := ""
 	fs.StringVar(&httpAddr, "http", httpAddr, "address to serve Prometheus metrics on at /metrics (host:port; empty: off)")
+	registryAddr := ""
+	fs.StringVar(&registryAddr, "registry", registryAddr, "address to serve the Confluent-compatible schema registry on, at the root path (host:port, e.g. :8081; empty: off)")
 	var mf metaFlags
 	mf.register(fs)
 	var of objectFlags
@@ -105,7 +107,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := cfg.Validate(); err != nil {
 		return usageError{err}
 	}
-	return serveBrokers(ctx, stdout, logger, []brokerSpec{{cfg: cfg, listen: listen, http: httpAddr}})
+	return serveBrokers(ctx, stdout, logger, []brokerSpec{{cfg: cfg, listen: listen, http: httpAddr, registry: registryAddr}})
 }
 
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {
@@ -117,9 +119,10 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 }
 
 type brokerSpec struct {
-	cfg    broker.Config
-	listen string
-	http   string // metrics address; empty: none
+	cfg      broker.Config
+	listen   string
+	http     string // metrics address; empty: none
+	registry string // schema registry address; empty: none
 }
 
 // serveBrokers starts the brokers, prints one "ready" line with the
@@ -159,6 +162,14 @@ func serveBrokers(ctx context.Context, stdout io.Writer, logger *slog.Logger, sp
 			defer srv.Close()
 			logger.Info("serving metrics", "broker", s.cfg.NodeID, "url", "http://"+srv.Addr+"/metrics")
 		}
+		if s.registry != "" {
+			srv, err := serveHTTP(s.registry, "-registry", b.Registry())
+			if err != nil {
+				return err
+			}
+			defer srv.Close()
+			logger.Info("serving the schema registry", "broker", s.cfg.NodeID, "url", "http://"+srv.Addr)
+		}
 	}
 	fmt.Fprintf(stdout, "strata ready: bootstrap %s\n", strings.Join(addrs, ","))
 	select {
@@ -173,15 +184,20 @@ func serveBrokers(ctx context.Context, stdout io.Writer, logger *slog.Logger, sp
 // serveMetrics serves the broker's Prometheus metrics (and the Go runtime's
 // and the process's) at /metrics on addr.
 func serveMetrics(addr string, b *broker.Broker) (*http.Server, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s (flag -http): %w", addr, err)
-	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(b.Collector(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Addr: ln.Addr().String(), Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return serveHTTP(addr, "-http", mux)
+}
+
+// serveHTTP serves h on addr until the returned server is closed.
+func serveHTTP(addr, flagName string, h http.Handler) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s (flag %s): %w", addr, flagName, err)
+	}
+	srv := &http.Server{Addr: ln.Addr().String(), Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	return srv, nil
 }

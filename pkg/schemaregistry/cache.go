@@ -34,9 +34,9 @@ func (c *boundedCache[V]) put(id int64, v V) {
 }
 
 // subjectIDs caches, per subject, the ids of its live versions, for
-// SubjectHasID. A found id is trusted for ttl; a missing id makes the
-// caller re-read the subject (at most every minReread), so a schema just
-// registered through another broker is seen at once.
+// SubjectHasID. A found id is trusted for ttl; a missing id always makes
+// the caller re-read the subject, so a schema just registered through
+// another broker is seen at once (a producer registers, then sends).
 type subjectIDs struct {
 	mu      sync.Mutex
 	ttl     time.Duration
@@ -48,9 +48,6 @@ type idsEntry struct {
 	ids  map[int64]bool
 	read time.Time
 }
-
-// minReread bounds how often a subject is re-read for ids it lacks.
-const minReread = 100 * time.Millisecond
 
 func newSubjectIDs(ttl time.Duration) *subjectIDs {
 	return &subjectIDs{ttl: ttl, now: time.Now, entries: make(map[string]idsEntry)}
@@ -75,7 +72,7 @@ func (c *subjectIDs) lookup(subject string, id int64) (has, known bool) {
 	if e.ids[id] {
 		return true, true
 	}
-	return false, age < minReread
+	return false, false
 }
 
 func (c *subjectIDs) store(subject string, ids map[int64]bool) {

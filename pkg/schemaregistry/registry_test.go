@@ -279,8 +279,7 @@ func TestBrokerHelpers(t *testing.T) {
 		}
 	}
 	// A registration through another registry is seen at once, although
-	// the first one has cached the subject.
-	time.Sleep(minReread)
+	// the first one has cached the subject (and just missed on it).
 	s2, err := cl2.CreateSchema(ctx, "orders-value", sr.Schema{Schema: orderV2})
 	if err != nil {
 		t.Fatal(err)

@@ -152,6 +152,11 @@ func (b *Broker) produceOne(req *kmsg.ProduceRequest, topicName string, idx int3
 			return nil, partition.AppendResult{}, coded(kerr.NotEnoughReplicas, "%s-%d: %d in-sync replicas, min.insync.replicas=%d", topicName, idx, len(isr), cfg.MinInsyncReplicas)
 		}
 	}
+	if cfg.SchemaValidation {
+		if err := b.checkSchemas(topicName, records, h); err != nil {
+			return nil, partition.AppendResult{}, err
+		}
+	}
 	res, err := p.Append(records, h)
 	if err != nil {
 		return nil, partition.AppendResult{}, err

@@ -21,6 +21,7 @@ import (
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
 	"github.com/stratamq/strata/pkg/metastore"
+	"github.com/stratamq/strata/pkg/schemaregistry"
 	"github.com/stratamq/strata/pkg/segment"
 )
 
@@ -39,6 +40,7 @@ type Broker struct {
 	repl     replicator
 	coord    *group.Coordinator
 	tiering  *tiering // nil without an object store
+	registry *schemaregistry.Registry
 
 	host string
 	port int32
@@ -108,6 +110,7 @@ func New(cfg Config) (*Broker, error) {
 		lns: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{},
 	}
 	b.repl.b = b
+	b.registry = schemaregistry.New(cfg.Meta, schemaregistry.Options{})
 	b.coord = group.New(group.Options{
 		Meta: cfg.Meta, Valid: b.leaseValid, PartitionExists: b.partitionExists,
 		MinSessionTimeout: cfg.GroupMinSessionTimeout, MaxSessionTimeout: cfg.GroupMaxSessionTimeout,

@@ -15,6 +15,7 @@ const (
 	RetentionMs          = "retention.ms"
 	RetentionBytes       = "retention.bytes"
 	LocalRetentionMs     = "local.retention.ms"
+	SchemaValidation     = "strata.schema.validation"
 	LocalRetentionBytes  = "local.retention.bytes"
 	SegmentBytes         = "segment.bytes"
 	SegmentMs            = "segment.ms"
@@ -58,6 +59,9 @@ type Config struct {
 	// -2 in the config means "as retention.ms / retention.bytes".
 	LocalRetention      time.Duration
 	LocalRetentionBytes int64
+	// SchemaValidation rejects records whose value does not carry the
+	// Confluent header with an id registered under <topic>-value.
+	SchemaValidation bool
 }
 
 // Kind is a config value's type, as DescribeConfigs reports it.
@@ -159,6 +163,19 @@ var defs = []Def{
 			n, err := parseInt(v, 1, math.MaxInt64/int64(time.Millisecond))
 			c.SegmentAge = time.Duration(n) * time.Millisecond
 			return err
+		}},
+	{Name: SchemaValidation, Kind: KindBoolean, Default: "false",
+		Doc: "Reject (INVALID_RECORD) a batch with a record whose value lacks the Confluent schema header (magic byte 0, 4-byte id) or names an id not registered under <topic>-value in the schema registry.",
+		parse: func(v string, c *Config) error {
+			switch v {
+			case "true":
+				c.SchemaValidation = true
+			case "false":
+				c.SchemaValidation = false
+			default:
+				return fmt.Errorf("%q is not true or false", v)
+			}
+			return nil
 		}},
 	{Name: UncleanElection, Kind: KindBoolean, Default: "false",
 		Doc: "Whether a replica outside the ISR may become leader when no in-sync replica is live: availability at the price of losing acknowledged records.",

@@ -343,7 +343,7 @@ func TestDefsAndLookup(t *testing.T) {
 		topic.RetentionMs, topic.RetentionBytes, topic.SegmentBytes, topic.SegmentMs,
 		topic.MaxMessageBytes, topic.MinInsyncReplicas, topic.CleanupPolicy,
 		topic.MessageTimestampType, topic.Durability, topic.UncleanElection,
-		topic.LocalRetentionMs, topic.LocalRetentionBytes,
+		topic.LocalRetentionMs, topic.LocalRetentionBytes, topic.SchemaValidation,
 	}
 	defs := topic.Defs()
 	require.Len(t, defs, len(keys))
@@ -366,6 +366,7 @@ func TestDefsAndLookup(t *testing.T) {
 		topic.UncleanElection:      topic.KindBoolean,
 		topic.LocalRetentionMs:     topic.KindLong,
 		topic.LocalRetentionBytes:  topic.KindLong,
+		topic.SchemaValidation:     topic.KindBoolean,
 	}
 	for _, key := range keys {
 		def, ok := topic.Lookup(key)
