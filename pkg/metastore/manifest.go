@@ -21,7 +21,8 @@ type SegmentRef struct {
 // Manifest is the list of a partition's segments in S3. A segment object is
 // authoritative only once the manifest references it.
 type Manifest struct {
-	LeaderEpoch int32        `json:"leaderEpoch"` // epoch of the last writer
+	LeaderEpoch int32        `json:"leaderEpoch"`     // epoch of the last writer
+	StartOffset int64        `json:"start,omitempty"` // the log start set by DeleteRecords: nothing below it is readable
 	Segments    []SegmentRef `json:"segments"`
 	Version     int64        `json:"-"`
 }

@@ -1,7 +1,7 @@
 package broker
 
 // DeleteRecords, versions 0-2. v2 is flexible. An offset of -1 means the
-// high watermark.
+// high watermark. With the S3 tier the manifest's start moves too.
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -17,7 +17,7 @@ func (b *Broker) handleDeleteRecords(req *kmsg.DeleteRecordsRequest) kmsg.Respon
 			sp.Partition = rp.Partition
 			if p, code := b.leaderPartition(rt.Topic, rp.Partition); p == nil {
 				sp.ErrorCode = code
-			} else if low, err := p.DeleteRecords(rp.Offset); err != nil {
+			} else if low, err := b.deleteRecords(rt.Topic, rp.Partition, p, rp.Offset); err != nil {
 				sp.ErrorCode = errorCode(err)
 			} else {
 				sp.LowWatermark = low

@@ -428,3 +428,75 @@ func TestUnreferencedWALObjectsAreSwept(t *testing.T) {
 		require.NoError(t, err, "referenced WAL object %s deleted", obj)
 	}
 }
+
+// DeleteRecords below the local log moves the tier's start: earliest is
+// the new start, reads below it fail, and segments wholly below it leave
+// the manifest and the bucket.
+func TestDeleteRecordsReachesTheTier(t *testing.T) {
+	s3 := objstoretest.StartS3(t, "")
+	store := s3.Store(t, s3store.Options{})
+	tc := startTiered(t, store)
+	addr := tc.brokers[0].Addr
+	brokertest.CreateTopicRF(t, addr, "purged", 1, 3, map[string]*string{
+		"segment.bytes": kadm.StringPtr("2048"), "local.retention.ms": kadm.StringPtr("0"),
+	})
+	cl := brokertest.Client(t, addr, kgo.DefaultProduceTopic("purged"))
+	ctx := context.Background()
+	for i := 0; i < 500; i++ {
+		require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("%080d", i))}).FirstErr())
+	}
+	adm := brokertest.Admin(t, addr)
+	waitFor(t, "most of the log only in S3", func() bool {
+		resp, err := adm.ListOffsetsAfterMilli(ctx, -4, "purged")
+		if err != nil {
+			return false
+		}
+		o, _ := resp.Lookup("purged", 0)
+		return o.Offset > 300
+	})
+	tp, err := tc.meta.Topic(ctx, "purged")
+	require.NoError(t, err)
+	before, err := tc.meta.Manifest(ctx, tp.ID, 0)
+	require.NoError(t, err)
+
+	res, err := adm.DeleteRecords(ctx, kadm.Offsets{"purged": {0: {At: 200}}})
+	require.NoError(t, err)
+	dr, _ := res.Lookup("purged", 0)
+	require.NoError(t, dr.Err)
+	require.Equal(t, int64(200), dr.LowWatermark)
+	starts, err := adm.ListStartOffsets(ctx, "purged")
+	require.NoError(t, err)
+	s, _ := starts.Lookup("purged", 0)
+	require.Equal(t, int64(200), s.Offset)
+
+	// A consumer asking for offset 0 is out of range and resets to the new
+	// start, served from S3.
+	cons := brokertest.Client(t, addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"purged": {0: kgo.NewOffset().At(0)}}),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var first *kgo.Record
+	for first == nil {
+		fs := cons.PollFetches(rctx)
+		require.NoError(t, rctx.Err())
+		if recs := fs.Records(); len(recs) > 0 {
+			first = recs[0]
+		}
+	}
+	require.Equal(t, int64(200), first.Offset)
+	require.Equal(t, fmt.Sprintf("%080d", 200), string(first.Value))
+
+	waitFor(t, "segments below the start expired", func() bool {
+		man, err := tc.meta.Manifest(ctx, tp.ID, 0)
+		if err != nil || len(man.Segments) >= len(before.Segments) {
+			return false
+		}
+		for _, seg := range man.Segments {
+			if seg.NextOffset <= 200 {
+				return false
+			}
+		}
+		objs, err := store.List(ctx, tier.Prefix(tp.ID, 0))
+		return err == nil && len(objs) == len(man.Segments)
+	})
+}

@@ -612,3 +612,43 @@ func (b *Broker) tierOffsetForTimestamp(name string, idx int32, p *partition.Par
 	}
 	return partition.FirstRecordAt(batch, ts, p.LogStartOffset())
 }
+
+// deleteRecords applies DeleteRecords to a led tiered partition: the local
+// log as usual, and the manifest's start offset, so the tier's records
+// below offset are gone for readers at once. It returns the new log start.
+func (b *Broker) deleteRecords(name string, idx int32, p *partition.Partition, offset int64) (int64, error) {
+	if offset == -1 {
+		offset = p.HighWatermark()
+	}
+	low, err := p.DeleteRecords(offset)
+	if err != nil || b.tiering == nil {
+		return low, err
+	}
+	ts := b.lookup(name)
+	if ts == nil {
+		return low, nil
+	}
+	key := tierKey{ts.meta.ID, idx}
+	tg := b.tiering
+	tg.mu.Lock()
+	st := tg.parts[key]
+	ok := st != nil && st.readyOnce && st.epoch == p.LeaderEpoch()
+	var man metastore.Manifest
+	if ok {
+		man = st.man
+	}
+	tg.mu.Unlock()
+	if !ok {
+		tg.poke()
+		return 0, fmt.Errorf("%s-%d: loading the tier manifest: %w", name, idx, errNotLeader)
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)
+	defer cancel()
+	next, err := tg.t.DeleteRecords(ctx, key.id, idx, st.epoch, man, offset)
+	if err != nil {
+		return 0, err
+	}
+	tg.setManifest(key, st, next, false)
+	p.SetTier(tier.Start(next), max(tier.SegmentEnd(next), p.UploadedTo()))
+	return p.LogStartOffset(), nil
+}

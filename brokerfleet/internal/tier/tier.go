@@ -153,7 +153,8 @@ func End(man metastore.Manifest) int64 {
 	return end
 }
 
-// Start returns the manifest's first offset, or -1 if it is empty.
+// Start returns the manifest's first readable offset (its first segment's,
+// or the start DeleteRecords set), or -1 if it holds nothing readable.
 func Start(man metastore.Manifest) int64 {
 	if len(man.Segments) == 0 {
 		return -1
@@ -161,6 +162,10 @@ func Start(man metastore.Manifest) int64 {
 	start := man.Segments[0].BaseOffset
 	for _, s := range man.Segments {
 		start = min(start, s.BaseOffset)
+	}
+	start = max(start, man.StartOffset)
+	if start >= End(man) {
+		return -1
 	}
 	return start
 }
@@ -390,7 +395,7 @@ func find(man metastore.Manifest, offset int64) (metastore.SegmentRef, bool) {
 // does not cover offset.
 func (t *Tier) Read(ctx context.Context, man metastore.Manifest, offset int64, maxBytes int) ([]byte, error) {
 	ref, ok := find(man, offset)
-	if !ok {
+	if !ok || offset < man.StartOffset {
 		return nil, fmt.Errorf("tier: offset %d not in the manifest: %w", offset, segment.ErrOffsetOutOfRange)
 	}
 	idx, err := t.index(ctx, ref)
@@ -569,6 +574,9 @@ func (t *Tier) Expire(ctx context.Context, id metastore.TopicID, partition, lead
 	segs := append([]metastore.SegmentRef(nil), man.Segments...)
 	sort.Slice(segs, func(i, j int) bool { return segs[i].BaseOffset < segs[j].BaseOffset })
 	n := 0
+	for n < len(segs) && segs[n].NextOffset <= man.StartOffset {
+		n++ // below the start DeleteRecords set
+	}
 	if retention >= 0 {
 		cutoff := t.opts.Now().Add(-retention).UnixMilli()
 		for n < len(segs) && segs[n].MaxTimestamp < cutoff {
@@ -604,6 +612,32 @@ func (t *Tier) Expire(ctx context.Context, id metastore.TopicID, partition, lead
 		}
 	}
 	return stored, nil
+}
+
+// DeleteRecords raises the manifest's start offset to offset (Kafka's
+// DeleteRecords over the tier): reads below it fail at once, and the
+// segments wholly below it go with the next Expire.
+func (t *Tier) DeleteRecords(ctx context.Context, id metastore.TopicID, partition, leaderEpoch int32, man metastore.Manifest, offset int64) (metastore.Manifest, error) {
+	for attempt := 0; ; attempt++ {
+		if man.StartOffset >= offset {
+			return man, nil
+		}
+		if man.LeaderEpoch > leaderEpoch {
+			return man, fmt.Errorf("tier: delete records of %x/%d: manifest has epoch %d: %w", id, partition, man.LeaderEpoch, ErrFenced)
+		}
+		next := man
+		next.LeaderEpoch, next.StartOffset = leaderEpoch, offset
+		stored, err := t.opts.Meta.PutManifest(ctx, id, partition, next)
+		if err == nil {
+			return stored, nil
+		}
+		if !errors.Is(err, metastore.ErrConditionFailed) || attempt >= 2 {
+			return man, fmt.Errorf("tier: delete records of %x/%d: %w", id, partition, err)
+		}
+		if man, err = t.opts.Meta.Manifest(ctx, id, partition); err != nil {
+			return man, err
+		}
+	}
 }
 
 // Collect deletes the partition's objects that the manifest does not
