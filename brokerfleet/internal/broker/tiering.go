@@ -302,6 +302,9 @@ func (tg *tiering) partitionRound(ctx context.Context, lp ledPartition) error {
 		if !b.leaseValid() || p.LeaderEpoch() != epoch {
 			return nil
 		}
+		if ts := b.lookup(lp.name); ts == nil || ts.meta.ID != lp.key.id {
+			return nil // deleted meanwhile: nothing more goes to S3
+		}
 		f, err := p.OpenSegment(seg)
 		if err != nil {
 			if errors.Is(err, segment.ErrOffsetOutOfRange) {
@@ -563,29 +566,46 @@ func (tg *tiering) removeTopic(t metastore.Topic) {
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
-		ctx, cancel := context.WithTimeout(b.ctx, 10*time.Minute)
-		defer cancel()
-		n := 0
-		for p := int32(0); p < t.Partitions; p++ {
-			objs, err := b.cfg.Objects.List(ctx, tier.Prefix(t.ID, p))
+		// Leaders learn of the deletion within a watch interval, but an
+		// upload already running finishes: sweep again after they have.
+		settle := max(5*time.Second, 3*b.cfg.TierInterval+3*b.cfg.WatchInterval)
+		for _, wait := range []time.Duration{0, settle, 6 * settle} {
+			select {
+			case <-b.ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			ctx, cancel := context.WithTimeout(b.ctx, 10*time.Minute)
+			n, err := tg.removeTopicObjects(ctx, t)
+			cancel()
 			if err != nil {
-				b.log.Warn("remove deleted topic's objects", "topic", t.Name, "err", err)
-				return
-			}
-			for _, o := range objs {
-				if err := b.cfg.Objects.Delete(ctx, o.Key); err != nil {
-					b.log.Warn("remove deleted topic's objects", "topic", t.Name, "err", err)
-					return
-				}
-				n++
-			}
-			if err := b.meta.DeleteManifest(ctx, t.ID, p); err != nil {
-				b.log.Warn("remove deleted topic's manifest", "topic", t.Name, "err", err)
-				return
+				b.log.Warn("remove deleted topic's tier", "topic", t.Name, "err", err)
+			} else if n > 0 {
+				b.log.Info("deleted topic's tier removed", "topic", t.Name, "objects", n)
 			}
 		}
-		b.log.Info("deleted topic's tier removed", "topic", t.Name, "objects", n)
 	}()
+}
+
+func (tg *tiering) removeTopicObjects(ctx context.Context, t metastore.Topic) (int, error) {
+	b := tg.b
+	n := 0
+	for p := int32(0); p < t.Partitions; p++ {
+		objs, err := b.cfg.Objects.List(ctx, tier.Prefix(t.ID, p))
+		if err != nil {
+			return n, err
+		}
+		for _, o := range objs {
+			if err := b.cfg.Objects.Delete(ctx, o.Key); err != nil {
+				return n, err
+			}
+			n++
+		}
+		if err := b.meta.DeleteManifest(ctx, t.ID, p); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // tierOffsetForTimestamp answers ListOffsets by time from the tier when the
