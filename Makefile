@@ -3,7 +3,7 @@ GO        ?= go
 FUZZTIME  ?= 20s
 BENCHARGS ?=
 
-.PHONY: test e2e bench fuzz lint build
+.PHONY: test e2e bench fuzz lint build lambdas
 
 build:
 	$(GO) build ./...
@@ -32,3 +32,12 @@ fuzz:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+
+# The Lambda functions as linux/arm64 bootstrap binaries (provided.al2023),
+# what infra/ packages.
+LAMBDAS = dlqconsole
+lambdas:
+	@set -e; for f in $(LAMBDAS); do \
+	  echo "== functions/$$f/bootstrap"; \
+	  GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath -o functions/$$f/bootstrap ./functions/$$f/cmd; \
+	done

@@ -4,6 +4,7 @@
 //	brokerfleet serve   one broker, configured by flags and STRATA_* variables
 //	brokerfleet bench   throughput and latency, side by side with kfake
 //	brokerfleet groups  list, describe, delete and reset consumer groups
+//	brokerfleet dlq     list, show, replay or purge dead letters
 //
 // Run `brokerfleet <command> -help` for each command's flags.
 package main
@@ -26,6 +27,7 @@ commands:
   serve   run one broker, configured by flags or STRATA_* environment variables
   bench   measure throughput and latency against kfake as the baseline
   groups  list, describe, delete or reset consumer groups (admin API, -bootstrap)
+  dlq     list, show, replay or purge dead letters (via the DLQ console, -console)
 
 Run 'brokerfleet <command> -help' for the flags of a command.
 `
@@ -51,6 +53,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runServe(ctx, args[1:], stdout, stderr)
 	case "bench":
 		err = runBench(ctx, args[1:], stdout, stderr)
+	case "dlq":
+		err = runDLQ(ctx, args[1:], stdout, stderr)
 	case "groups":
 		err = runGroups(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":

@@ -334,7 +334,7 @@ func TestServeTiersToS3(t *testing.T) {
 }
 
 // TestDevServesSchemaRegistry: `brokerfleet dev -registry ADDR` serves the
-// Confluent API at the root path.
+// Confluent API at the root path and the DLQ console under /console/.
 func TestDevServesSchemaRegistry(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -355,4 +355,12 @@ func TestDevServesSchemaRegistry(t *testing.T) {
 	defer resp2.Body.Close()
 	b, _ = io.ReadAll(resp2.Body)
 	require.JSONEq(t, `["greetings-value"]`, string(b))
+
+	// The DLQ console shares the address, under /console/.
+	resp3, err := http.Get("http://" + addr + "/console/api/topics")
+	require.NoError(t, err)
+	defer resp3.Body.Close()
+	b, _ = io.ReadAll(resp3.Body)
+	require.Equal(t, 200, resp3.StatusCode, string(b))
+	require.True(t, json.Valid(b), string(b))
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/stratamq/strata/brokerfleet/internal/broker"
+	"github.com/stratamq/strata/functions/dlqconsole"
 )
 
 const serveHelp = `usage: brokerfleet serve [flags]
@@ -123,6 +124,7 @@ type brokerSpec struct {
 	listen   string
 	http     string // metrics address; empty: none
 	registry string // schema registry address; empty: none
+	console  bool   // also serve the DLQ console at <registry>/console/
 }
 
 // serveBrokers starts the brokers, prints one "ready" line with the
@@ -154,6 +156,9 @@ func serveBrokers(ctx context.Context, stdout io.Writer, logger *slog.Logger, sp
 		brokers = append(brokers, b)
 		addrs = append(addrs, s.cfg.Advertise)
 		go func() { errc <- b.Serve(ln) }()
+	}
+	for i, s := range specs {
+		b := brokers[i]
 		if s.http != "" {
 			srv, err := serveMetrics(s.http, b)
 			if err != nil {
@@ -163,12 +168,33 @@ func serveBrokers(ctx context.Context, stdout io.Writer, logger *slog.Logger, sp
 			logger.Info("serving metrics", "broker", s.cfg.NodeID, "url", "http://"+srv.Addr+"/metrics")
 		}
 		if s.registry != "" {
-			srv, err := serveHTTP(s.registry, "-registry", b.Registry())
+			ln, err := net.Listen("tcp", s.registry)
 			if err != nil {
-				return err
+				return fmt.Errorf("listen on %s (flag -registry): %w", s.registry, err)
 			}
+			var h http.Handler = b.Registry()
+			if s.console {
+				// The DLQ console beside the registry, as dev promises it:
+				// http://<registry>/console/.
+				console, err := dlqconsole.New(dlqconsole.Options{Seeds: addrs, RegistryURL: "http://" + ln.Addr().String(), BasePath: "/console"})
+				if err != nil {
+					ln.Close()
+					return err
+				}
+				defer dlqconsole.Close(console)
+				mux := http.NewServeMux()
+				mux.Handle("/console/", console)
+				mux.Handle("/console", console)
+				mux.Handle("/", b.Registry())
+				h = mux
+			}
+			srv := &http.Server{Addr: ln.Addr().String(), Handler: h, ReadHeaderTimeout: 10 * time.Second}
+			go srv.Serve(ln)
 			defer srv.Close()
 			logger.Info("serving the schema registry", "broker", s.cfg.NodeID, "url", "http://"+srv.Addr)
+			if s.console {
+				logger.Info("serving the DLQ console", "url", "http://"+srv.Addr+"/console/")
+			}
 		}
 	}
 	fmt.Fprintf(stdout, "strata ready: bootstrap %s\n", strings.Join(addrs, ","))

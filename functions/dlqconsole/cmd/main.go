@@ -1,0 +1,44 @@
+// Command cmd is the DLQ console's Lambda function, served behind a Lambda
+// Function URL. It only wires dependencies: configuration comes from
+// STRATA_BOOTSTRAP, STRATA_REGISTRY_URL and STRATA_DLQ_GROUP (see package
+// dlqconsole).
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/stratamq/strata/functions/dlqconsole"
+)
+
+func main() {
+	opts, err := optionsFromEnv(os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dlqconsole:", err)
+		os.Exit(2)
+	}
+	h, err := dlqconsole.New(opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	lambda.Start(dlqconsole.FunctionURLHandler(h))
+}
+
+func optionsFromEnv(getenv func(string) string) (dlqconsole.Options, error) {
+	var opts dlqconsole.Options
+	for _, s := range strings.Split(getenv("STRATA_BOOTSTRAP"), ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			opts.Seeds = append(opts.Seeds, s)
+		}
+	}
+	if len(opts.Seeds) == 0 {
+		return opts, fmt.Errorf("STRATA_BOOTSTRAP is not set: want host:port[,host:port...]")
+	}
+	opts.RegistryURL = getenv("STRATA_REGISTRY_URL")
+	opts.Group = getenv("STRATA_DLQ_GROUP")
+	return opts, nil
+}

@@ -1,0 +1,50 @@
+// Package dlqconsole is the dead-letter console: a small web application and
+// JSON API over the "<topic>.dlq" topics that pkg/retry fills. It lists dead
+// letters, shows one with its headers, failure history and value (decoded
+// through a Confluent-compatible schema registry when the value carries the
+// 5-byte Confluent header), replays selected letters to their origin topic
+// and partition, and purges letters.
+//
+// What the console has handled is kept in Kafka, not in the process: each
+// .dlq partition's committed offset in the console's consumer group (Options.
+// Group, default "strata-dlq-console") hides every letter before it, and the
+// commit's metadata lists the offsets after it that were replayed or purged
+// out of order. So the console can run as many stateless copies (a Lambda
+// function) and still agree on what is left.
+//
+// Routes, relative to Options.BasePath:
+//
+//	GET  /                                             HTML: DLQ topics with counts
+//	GET  /topics/{topic}                               HTML: the letters of a topic
+//	GET  /topics/{topic}/letters/{partition}/{offset}  HTML: one letter
+//	POST /topics/{topic}/action                        HTML form: replay, purge, purge all
+//	GET  /api/topics                                   JSON: DLQ topics
+//	GET  /api/topics/{topic}/letters?limit=N&after=P:O JSON: letters, in partition then offset order
+//	GET  /api/topics/{topic}/letters/{partition}/{offset}
+//	POST /api/topics/{topic}/replay  {"letters":[{"partition":0,"offset":3}],"force":false}
+//	POST /api/topics/{topic}/purge   {"upTo":[{"partition":0,"offset":3}]} | {"letters":[...]} | {"all":true}
+//
+// Replaying a letter that was already replayed (its strata.dlq.replays
+// header is 1 or more, or the console already handled that offset) answers
+// 409 unless "force" is set. API errors are JSON {"error": "..."}: 400 for a
+// malformed request, 404 for an unknown topic, a topic that is not a .dlq
+// topic or an unknown letter, 409 for a refused replay, 502/503 when Kafka
+// fails. A value the registry cannot decode is still shown (as text or hex,
+// with a note), so a broken registry does not hide the dead letters.
+//
+// POSTs are protected against cross-site requests: the JSON API requires
+// Content-Type application/json (which a cross-site form cannot send without
+// a CORS preflight) and a same-origin Origin header when one is present;
+// HTML forms carry a token that must match a SameSite=Strict cookie.
+//
+// The Lambda entry point (./cmd) serves the console behind a Lambda Function
+// URL and reads its configuration from the environment:
+//
+//	STRATA_BOOTSTRAP     Kafka bootstrap brokers, host:port[,host:port...] (required)
+//	STRATA_REGISTRY_URL  schema registry URL (optional; without it values are shown as text or hex)
+//	STRATA_DLQ_GROUP     the console's consumer group (default strata-dlq-console)
+//
+// Build it with
+//
+//	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 go build -tags lambda.norpc -o functions/dlqconsole/bootstrap ./functions/dlqconsole/cmd
+package dlqconsole
