@@ -35,7 +35,7 @@ lint:
 
 # The Lambda functions as linux/arm64 bootstrap binaries (provided.al2023),
 # what infra/ packages.
-LAMBDAS = dlqconsole
+LAMBDAS = trigger retryworker dlqconsole
 lambdas:
 	@set -e; for f in $(LAMBDAS); do \
 	  echo "== functions/$$f/bootstrap"; \

@@ -5,6 +5,7 @@
 //	brokerfleet bench   throughput and latency, side by side with kfake
 //	brokerfleet groups  list, describe, delete and reset consumer groups
 //	brokerfleet dlq     list, show, replay or purge dead letters
+//	brokerfleet trigger invoke a Lambda function with a topic's records
 //
 // Run `brokerfleet <command> -help` for each command's flags.
 package main
@@ -28,6 +29,7 @@ commands:
   bench   measure throughput and latency against kfake as the baseline
   groups  list, describe, delete or reset consumer groups (admin API, -bootstrap)
   dlq     list, show, replay or purge dead letters (via the DLQ console, -console)
+  trigger invoke a Lambda function with a topic's records, as AWS's Kafka event source
 
 Run 'brokerfleet <command> -help' for the flags of a command.
 `
@@ -55,6 +57,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runBench(ctx, args[1:], stdout, stderr)
 	case "dlq":
 		err = runDLQ(ctx, args[1:], stdout, stderr)
+	case "trigger":
+		err = runTrigger(ctx, args[1:], stdout, stderr)
 	case "groups":
 		err = runGroups(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
