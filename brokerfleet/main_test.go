@@ -198,6 +198,12 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 		{[]string{"serve", "-default-partitions", "0"}, "", "default-partitions"},
 		{[]string{"dev", "-log-level", "loud"}, "", "-log-level"},
 		{[]string{"nonsense"}, "", "unknown command"},
+		{[]string{"trigger", "-topic", "t", "-group", "g"}, "", "-function"},
+		{[]string{"trigger", "-function", "f", "-topic", "t", "-group", "g", "-batch-size", "0"}, "", "-batch-size"},
+		{[]string{"trigger", "-function", "f", "-topic", "t", "-group", "g", "-bootstrap", "nohost"}, "", "-bootstrap"},
+		{[]string{"dlq", "list", "-console", "ftp://x"}, "", "-console"},
+		{[]string{"dlq", "show", "orders", "0:1"}, "", ".dlq"},
+		{[]string{"dlq", "explode"}, "", "unknown verb"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if c.env != "" {

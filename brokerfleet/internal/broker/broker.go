@@ -362,7 +362,12 @@ func (b *Broker) heartbeat() {
 		switch {
 		case err != nil && b.ctx.Err() == nil:
 			b.log.Warn("broker heartbeat failed", "err", err)
-		case st.Held && !held:
+		case st.Held && (!held || st.Epoch != b.actEpoch.Load()):
+			// Newly held, or held under a new epoch: fenced and re-acquired
+			// between two ticks (the controller can declare a broker dead
+			// while the metastore was unreachable to it) without a tick ever
+			// reporting the loss. Acting needs the partition states re-read
+			// under the new epoch either way.
 			b.log.Info("broker registered", "epoch", st.Epoch, "incarnation", b.cfg.Incarnation)
 			rctx, rcancel := context.WithTimeout(b.ctx, interval)
 			b.registered(rctx, st.Epoch)

@@ -45,7 +45,7 @@ func Start(t testing.TB, opts ...Option) *Broker {
 	cfg.AutoCreateTopics = true
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
-		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: testLogLevel()}))
 	}
 	cfg.Meta = NewMeta(t)
 	cfg.WatchInterval = 50 * time.Millisecond
@@ -164,4 +164,14 @@ func RequireTool(t testing.TB, name string) string {
 	}
 	t.Skipf("%s not installed; skipping (install it, e.g. apt-get install -y %s; CI forces this suite on)", name, name)
 	return ""
+}
+
+// testLogLevel is Warn, or STRATA_TEST_LOG (debug, info, warn, error) to
+// see more of what brokers in a verbose test run do.
+func testLogLevel() slog.Level {
+	var l slog.Level = slog.LevelWarn
+	if v := os.Getenv("STRATA_TEST_LOG"); v != "" {
+		_ = l.UnmarshalText([]byte(v))
+	}
+	return l
 }
