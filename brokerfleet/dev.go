@@ -29,7 +29,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	cfg.AutoCreateTopics = true
 	cfg.ClusterID = "strata-dev"
 	cfg.MaintenanceInterval = 10 * time.Second
-	cfg.DefaultReplicationFactor = 0 // min(3, -brokers) unless set
+	cfg.DefaultReplicationFactor = 0   // min(3, -brokers) unless set
+	cfg.GroupInitialRebalanceDelay = 0 // Kafka's advice for development: groups form at once
 	listen, logLevel := "127.0.0.1:9092", "info"
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	fs.Usage = func() {

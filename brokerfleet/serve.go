@@ -197,6 +197,16 @@ func serveBrokers(ctx context.Context, stdout io.Writer, logger *slog.Logger, sp
 			}
 		}
 	}
+	// Clients of a fresh cluster should not find consumer group
+	// coordinators moving under them: wait (a little) for the controller to
+	// spread the coordinator shards over the brokers started here.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && !brokers[0].CoordinatorShardsSettled(len(brokers)); {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 	fmt.Fprintf(stdout, "strata ready: bootstrap %s\n", strings.Join(addrs, ","))
 	select {
 	case <-ctx.Done():

@@ -210,3 +210,28 @@ func (b *Broker) CoordinatorShardsAssigned() bool {
 	}
 	return true
 }
+
+// CoordinatorShardsSettled reports whether every shard has a live owner
+// and each of the n brokers holds its share (at least GroupShards/n), as
+// after the controller balanced them: a fresh cluster whose brokers start
+// together moves shards once while they register.
+func (b *Broker) CoordinatorShardsSettled(n int) bool {
+	if !b.CoordinatorShardsAssigned() || n < 1 {
+		return false
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	load := map[int32]int{}
+	for _, s := range b.shards {
+		load[s.Broker]++
+	}
+	if len(load) < min(n, metastore.GroupShards) {
+		return false
+	}
+	for _, c := range load {
+		if c < metastore.GroupShards/n {
+			return false
+		}
+	}
+	return true
+}
