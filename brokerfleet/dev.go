@@ -106,7 +106,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err := c.Validate(); err != nil {
 			return usageError{err}
 		}
-		spec := brokerSpec{cfg: c, listen: net.JoinHostPort(host, strconv.Itoa(p))}
+		spec := brokerSpec{cfg: c, listen: net.JoinHostPort(host, strconv.Itoa(p)), settle: true}
 		if *httpAddr != "" {
 			hp := 0
 			if httpPort != 0 {
