@@ -293,3 +293,42 @@ func TestGroupLagMetricMatchesKadm(t *testing.T) {
 	}
 	require.Equal(t, 1, reporters, "exactly the coordinator reports the group")
 }
+
+// A deleted topic's committed offsets go with it (as in Kafka): a topic
+// created again under the name is read from the group's reset policy, and
+// the group's offsets of other topics stay.
+func TestDeletedTopicLosesCommittedOffsets(t *testing.T) {
+	b := brokertest.Start(t)
+	brokertest.CreateTopic(t, b.Addr, "gone", 2, nil)
+	brokertest.CreateTopic(t, b.Addr, "kept", 1, nil)
+	adm := brokertest.Admin(t, b.Addr)
+	ctx := context.Background()
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "gone", Partition: 0, At: 40, LeaderEpoch: -1})
+	offs.Add(kadm.Offset{Topic: "gone", Partition: 1, At: 41, LeaderEpoch: -1})
+	offs.Add(kadm.Offset{Topic: "kept", Partition: 0, At: 7, LeaderEpoch: -1})
+	resp, err := adm.CommitOffsets(ctx, "readers", offs)
+	require.NoError(t, err)
+	require.NoError(t, resp.Error())
+	_, err = adm.DeleteTopics(ctx, "gone")
+	require.NoError(t, err)
+	waitFor(t, "the deleted topic's offsets removed", func() bool {
+		got, err := adm.FetchOffsets(ctx, "readers")
+		if err != nil {
+			return false
+		}
+		_, stale := got.Lookup("gone", 0)
+		kept, ok := got.Lookup("kept", 0)
+		return !stale && ok && kept.At == 7
+	})
+
+	brokertest.CreateTopic(t, b.Addr, "gone", 2, nil)
+	prod := brokertest.Client(t, b.Addr)
+	for i := 0; i < 5; i++ {
+		require.NoError(t, prod.ProduceSync(ctx, &kgo.Record{Topic: "gone", Value: []byte(fmt.Sprint(i))}).FirstErr())
+	}
+	seen := &seenSet{vals: map[string]int{}}
+	m := startMember(t, b.Addr, "readers", "gone", seen)
+	waitFor(t, "the recreated topic read from the start", func() bool { return seen.has([]string{"0", "1", "2", "3", "4"}) == 0 })
+	m.leave()
+}

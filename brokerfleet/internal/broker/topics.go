@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"time"
 
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
@@ -399,6 +400,16 @@ func (b *Broker) removeTopic(ts *topicState) {
 	if err := b.fs.RemoveAll(path.Dir(b.partitionDir(ts.meta, 0))); err != nil {
 		b.log.Warn("remove topic directory", "topic", ts.meta.Name, "err", err)
 	}
+	// The groups this broker coordinates lose their offsets of the topic.
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+		defer cancel()
+		if err := b.coord.ForgetTopic(ctx, ts.meta.Name); err != nil && b.ctx.Err() == nil {
+			b.log.Warn("delete committed offsets of a deleted topic", "topic", ts.meta.Name, "err", err)
+		}
+	}()
 }
 
 // swapTopic publishes a new immutable topicState.

@@ -288,3 +288,49 @@ func newMemberID(clientID string) string {
 	id := hex.EncodeToString(b[:])
 	return clientID + "-" + id[:8] + "-" + id[8:12] + "-" + id[12:16] + "-" + id[16:20] + "-" + id[20:]
 }
+
+// ForgetTopic deletes the committed offsets of a deleted topic from every
+// group of the owned shards (Kafka does the same), so a topic created
+// again under the name starts from the groups' reset policy instead of
+// stale offsets.
+func (c *Coordinator) ForgetTopic(ctx context.Context, topic string) error {
+	names := map[string]bool{}
+	for _, shard := range c.Shards() {
+		infos, err := c.opts.Meta.Groups(ctx, shard)
+		if err != nil {
+			return err
+		}
+		for _, gi := range infos {
+			names[gi.Group] = true
+		}
+	}
+	c.mu.Lock()
+	for name := range c.groups {
+		names[name] = true
+	}
+	c.mu.Unlock()
+	for name := range names {
+		g, code := c.acquire(ctx, name)
+		if code != 0 {
+			continue // moved or unreachable: its new coordinator forgets it
+		}
+		var gone []int32
+		for k := range g.offsets {
+			if k.topic == topic {
+				gone = append(gone, k.partition)
+			}
+		}
+		var err error
+		for _, p := range gone {
+			if err = c.opts.Meta.DeleteOffset(ctx, name, topic, p); err != nil {
+				break
+			}
+			delete(g.offsets, tp{topic, p})
+		}
+		g.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
