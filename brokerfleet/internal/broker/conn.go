@@ -146,6 +146,8 @@ func (b *Broker) dispatch(cc *clientConn, req kmsg.Request, p *pending) bool {
 		p.resp = b.handleDeleteGroups(cc, r)
 	case *kmsg.OffsetDeleteRequest:
 		p.resp = b.handleOffsetDelete(cc, r)
+	case *kmsg.ElectLeadersRequest:
+		p.resp = b.handleElectLeaders(cc, r)
 	default:
 		p.raw = appendUnsupported(nil, p.corr)
 		p.last = true

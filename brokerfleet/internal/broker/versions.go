@@ -29,6 +29,7 @@ var apiVersions = []kmsg.ApiVersionsResponseApiKey{
 	{ApiKey: 33, MinVersion: 0, MaxVersion: 2}, // AlterConfigs
 	{ApiKey: 37, MinVersion: 0, MaxVersion: 3}, // CreatePartitions
 	{ApiKey: 42, MinVersion: 0, MaxVersion: 2}, // DeleteGroups
+	{ApiKey: 43, MinVersion: 0, MaxVersion: 2}, // ElectLeaders
 	{ApiKey: 44, MinVersion: 0, MaxVersion: 1}, // IncrementalAlterConfigs
 	{ApiKey: 47, MinVersion: 0, MaxVersion: 0}, // OffsetDelete
 	{ApiKey: 60, MinVersion: 0, MaxVersion: 1}, // DescribeCluster
