@@ -53,6 +53,7 @@ func brokerFlags(fs *flag.FlagSet, cfg *broker.Config, listen *string, logLevel 
 	fs.DurationVar(&cfg.Lease.Margin, "lease-margin", cfg.Lease.Margin, "safety margin subtracted from the lease")
 	fs.DurationVar(&cfg.WatchInterval, "watch-interval", cfg.WatchInterval, "how often the metastore is polled for metadata changes (one read each)")
 	fs.DurationVar(&cfg.ReassignAfter, "reassign-after", cfg.ReassignAfter, "the controller moves the replicas of a broker dead this long to other live brokers")
+	fs.DurationVar(&cfg.LeaderRebalanceInterval, "leader-rebalance-interval", cfg.LeaderRebalanceInterval, "how often the controller moves leadership back to preferred replicas for brokers leading under 90% of theirs (0: never)")
 	fs.DurationVar(&cfg.ReplicaLagMax, "replica-lag-max", cfg.ReplicaLagMax, "a follower that has not caught up for this long leaves the ISR (replica.lag.time.max.ms)")
 	fs.DurationVar(&cfg.GroupMinSessionTimeout, "group-min-session-timeout", cfg.GroupMinSessionTimeout, "shortest session timeout a consumer group member may ask for (group.min.session.timeout.ms)")
 	fs.DurationVar(&cfg.GroupMaxSessionTimeout, "group-max-session-timeout", cfg.GroupMaxSessionTimeout, "longest session timeout a consumer group member may ask for (group.max.session.timeout.ms)")

@@ -45,6 +45,12 @@ type Config struct {
 	// ReassignAfter is how long a broker must be dead before the controller
 	// moves its replicas to other live brokers.
 	ReassignAfter time.Duration
+	// LeaderRebalanceInterval is how often the controller moves leadership
+	// back to preferred replicas (the first of each replica list) for
+	// brokers leading fewer than 90% of their preferred partitions (Kafka's
+	// auto.leader.rebalance.enable with leader.imbalance.per.broker.
+	// percentage=10); 0 turns it off.
+	LeaderRebalanceInterval time.Duration
 	// ReplicaLagMax is how long a follower may go without catching up to
 	// the leader's log end before the leader drops it from the ISR
 	// (replica.lag.time.max.ms).
@@ -111,6 +117,7 @@ func DefaultConfig() Config {
 		WatchInterval:              500 * time.Millisecond,
 		ReplicaLagMax:              10 * time.Second,
 		ReassignAfter:              10 * time.Minute,
+		LeaderRebalanceInterval:    5 * time.Minute,
 		GroupMinSessionTimeout:     group.DefaultMinSessionTimeout,
 		GroupMaxSessionTimeout:     group.DefaultMaxSessionTimeout,
 		GroupInitialRebalanceDelay: group.DefaultInitialRebalanceDelay,
@@ -153,6 +160,9 @@ func (c *Config) ValidateSettings() error {
 	}
 	if err := c.Lease.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("lease: %w", err))
+	}
+	if c.LeaderRebalanceInterval < 0 {
+		errs = append(errs, fmt.Errorf("leader-rebalance-interval: %v is negative", c.LeaderRebalanceInterval))
 	}
 	if c.ReassignAfter <= 0 {
 		errs = append(errs, fmt.Errorf("reassign-after: %v is not positive", c.ReassignAfter))

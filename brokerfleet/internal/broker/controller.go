@@ -33,6 +33,9 @@ type controller struct {
 	// reassigned marks those whose replicas were moved to live brokers.
 	deadSince  map[int32]time.Time
 	reassigned map[int32]bool
+	// lastBalance is when leadership was last checked against the
+	// preferred replicas.
+	lastBalance time.Time
 }
 
 type observed struct {
@@ -49,7 +52,7 @@ func (b *Broker) runController() {
 		b.log.Error("controller lease", "err", err)
 		return
 	}
-	c := &controller{b: b, lease: lease, seen: map[int32]observed{}, deadSince: map[int32]time.Time{}, reassigned: map[int32]bool{}}
+	c := &controller{b: b, lease: lease, seen: map[int32]observed{}, deadSince: map[int32]time.Time{}, reassigned: map[int32]bool{}, lastBalance: time.Now()}
 	// The lease is renewed every third of a lease (one write); the
 	// registrations are read twice as often, which is what bounds how
 	// soon after a broker's last heartbeat it can be declared dead.
@@ -148,6 +151,12 @@ func (c *controller) duties(ctx context.Context, isController bool) error {
 	}
 	if !isController || !c.lease.StillValid() {
 		return nil
+	}
+	if iv := b.cfg.LeaderRebalanceInterval; iv > 0 && now.Sub(c.lastBalance) >= iv {
+		c.lastBalance = now
+		if err := c.balanceLeaders(ctx, live, restarted); err != nil {
+			b.log.Warn("balance leaders", "err", err)
+		}
 	}
 	if len(due) == 0 && c.lastLive != nil && maps.Equal(live, c.lastLive) && maps.Equal(restarted, c.lastRestarted) {
 		return nil // nothing changed since the last scan
@@ -296,4 +305,72 @@ func (c *controller) reassign(st metastore.PartitionState, live map[int32]bool, 
 		c.b.log.Info("replica reassigned", "partition", st.Partition, "from", r, "to", best)
 	}
 	return next, changed
+}
+
+// balanceLeaderThreshold is the share of a broker's preferred partitions it
+// may fail to lead before leadership moves back (Kafka's
+// leader.imbalance.per.broker.percentage, 10).
+const balanceLeaderThreshold = 0.10
+
+// balanceLeaders moves leadership back to preferred replicas (the first of
+// each replica list) for every broker that leads less than 90% of the
+// partitions it is preferred for, where it is live, not restarted and in
+// sync: after failovers and restarts leadership piles up on the brokers
+// that stayed.
+func (c *controller) balanceLeaders(ctx context.Context, live, restarted map[int32]bool) error {
+	b := c.b
+	topics, err := b.meta.Topics(ctx)
+	if err != nil {
+		return err
+	}
+	type move struct {
+		st   metastore.PartitionState
+		name string
+	}
+	preferred := map[int32]int{}
+	var candidates []move
+	for _, t := range topics {
+		states, err := b.meta.Partitions(ctx, t.ID)
+		if err != nil {
+			return err
+		}
+		for _, st := range states {
+			if len(st.Replicas) == 0 {
+				continue
+			}
+			pref := st.Replicas[0]
+			preferred[pref]++
+			if st.Leader != pref && live[pref] && !restarted[pref] && slices.Contains(st.ISR, pref) {
+				candidates = append(candidates, move{st, t.Name})
+			}
+		}
+	}
+	notLeading := map[int32]int{}
+	for _, m := range candidates {
+		notLeading[m.st.Replicas[0]]++
+	}
+	moved := false
+	for _, m := range candidates {
+		pref := m.st.Replicas[0]
+		if float64(notLeading[pref]) <= balanceLeaderThreshold*float64(preferred[pref]) {
+			continue
+		}
+		if _, ok := c.lease.Valid(); !ok {
+			return nil
+		}
+		next := m.st
+		next.Leader, next.LeaderEpoch = pref, m.st.LeaderEpoch+1
+		if _, err := b.meta.UpdatePartition(ctx, next); err != nil {
+			if errors.Is(err, metastore.ErrConditionFailed) || errors.Is(err, metastore.ErrFenced) {
+				continue // changed meanwhile: the next check decides again
+			}
+			return err
+		}
+		moved = true
+		b.log.Info("leadership back to the preferred replica", "topic", m.name, "partition", m.st.Partition, "leader", pref, "leaderEpoch", next.LeaderEpoch)
+	}
+	if moved {
+		return b.reconcile(ctx)
+	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/stratamq/strata/brokerfleet/internal/broker"
 	"github.com/stratamq/strata/brokerfleet/internal/brokertest"
 )
 
@@ -86,4 +87,57 @@ func TestElectPreferredLeaders(t *testing.T) {
 	require.NoError(t, err)
 	require.ErrorIs(t, res["pref"][0].Err, kerr.ElectionNotNeeded)
 	require.ErrorIs(t, res["nope"][0].Err, kerr.UnknownTopicOrPartition)
+}
+
+// The controller hands leadership back to preferred replicas on its own
+// (auto.leader.rebalance.enable) once a restarted broker is in sync.
+func TestLeadershipReturnsToPreferredReplicas(t *testing.T) {
+	meta := brokertest.NewMeta(t)
+	var brokers []*brokertest.Broker
+	for id := 0; id < 3; id++ {
+		brokers = append(brokers, brokertest.Start(t, func(c *broker.Config) {
+			c.Meta, c.NodeID, c.LeaderRebalanceInterval = meta, int32(id), 300*time.Millisecond
+		}))
+	}
+	for _, b := range brokers {
+		waitFor(t, "all brokers registered", func() bool { return len(metadataOnConn(t, b.Addr).Brokers) == 3 })
+	}
+	brokertest.CreateTopicRF(t, brokers[1].Addr, "auto", 6, 3, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	adm := brokertest.Admin(t, brokers[1].Addr)
+	epochs := map[int32]int32{}
+	waitFor(t, "broker 0 leading its preferred partitions", func() bool {
+		md, err := adm.Metadata(ctx, "auto")
+		if err != nil || len(md.Topics["auto"].Partitions) != 6 {
+			return false
+		}
+		for _, p := range md.Topics["auto"].Partitions {
+			epochs[p.Partition] = p.LeaderEpoch
+		}
+		// Broker 0 must know the topic to hand its leaderships over.
+		for _, mt := range metadataOnConn(t, brokers[0].Addr).Topics {
+			if *mt.Topic == "auto" && len(mt.Partitions) == 6 {
+				return true
+			}
+		}
+		return false
+	})
+	brokers[0] = brokers[0].Restart(t) // hands its leaderships over, then comes back
+	waitFor(t, "every partition led by its preferred replica again", func() bool {
+		md, err := adm.Metadata(ctx, "auto")
+		if err != nil || len(md.Topics["auto"].Partitions) != 6 {
+			return false
+		}
+		for _, p := range md.Topics["auto"].Partitions {
+			if p.Leader != p.Replicas[0] {
+				return false
+			}
+			// Broker 0's partitions moved away and back: two elections.
+			if p.Replicas[0] == 0 && p.LeaderEpoch < epochs[p.Partition]+2 {
+				return false
+			}
+		}
+		return true
+	})
 }
