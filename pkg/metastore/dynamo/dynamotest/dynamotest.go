@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -46,7 +47,17 @@ func StartMinidyn(t testing.TB) string {
 // in front of minidyn's handler; a nil wrap adds nothing.
 func StartMinidynWith(t testing.TB, wrap func(http.Handler) http.Handler) string {
 	t.Helper()
-	var h http.Handler = miniserver.NewServer()
+	// minidyn's table is not safe for concurrent requests (DescribeTable
+	// reads what UpdateItem writes: the race detector caught it when a
+	// broker process created the table while others heartbeated), so
+	// requests reach it one at a time.
+	mini := miniserver.NewServer()
+	var mu sync.Mutex
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		mini.ServeHTTP(w, r)
+	})
 	if wrap != nil {
 		h = wrap(h)
 	}
