@@ -96,25 +96,9 @@ func (f *dlqFlags) register(fs *flag.FlagSet) {
 // parse parses args, which may mix flags and positional arguments, and
 // returns the positional ones.
 func (f *dlqFlags) parse(fs *flag.FlagSet, args []string, stderr io.Writer) ([]string, error) {
-	fs.SetOutput(stderr)
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if err == flag.ErrHelp {
-				return nil, err
-			}
-			return nil, usageError{err}
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			break
-		}
-		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
-			pos = append(pos, rest...)
-			break
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
+	pos, err := parseInterspersed(fs, args, stderr)
+	if err != nil {
+		return nil, err
 	}
 	source := "flag -console"
 	if !flagSet(fs, "console") && os.Getenv("STRATA_DLQ_CONSOLE") != "" {

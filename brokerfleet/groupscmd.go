@@ -127,43 +127,16 @@ func (f *adminFlags) register(fs *flag.FlagSet) {
 // parse parses args, which may mix flags and positional arguments, and
 // returns the positional ones.
 func (f *adminFlags) parse(fs *flag.FlagSet, args []string, stderr io.Writer) ([]string, error) {
-	fs.SetOutput(stderr)
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if err == flag.ErrHelp {
-				return nil, err
-			}
-			return nil, usageError{err}
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			break
-		}
-		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
-			pos = append(pos, rest...)
-			break
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
+	pos, err := parseInterspersed(fs, args, stderr)
+	if err != nil {
+		return nil, err
 	}
 	source := "flag -bootstrap"
 	if !flagSet(fs, "bootstrap") && os.Getenv("STRATA_BOOTSTRAP") != "" {
 		source = "STRATA_BOOTSTRAP"
 	}
-	f.seeds = f.seeds[:0]
-	for _, s := range strings.Split(f.bootstrap, ",") {
-		s = strings.TrimSpace(s)
-		if s == "" {
-			continue
-		}
-		if _, port, err := net.SplitHostPort(s); err != nil || port == "" {
-			return nil, usageError{fmt.Errorf("invalid value %q for %s: %q is not host:port", f.bootstrap, source, s)}
-		}
-		f.seeds = append(f.seeds, s)
-	}
-	if len(f.seeds) == 0 {
-		return nil, usageError{fmt.Errorf("invalid value %q for %s: want host:port[,host:port...]", f.bootstrap, source)}
+	if f.seeds, err = parseBootstrap(f.bootstrap, source); err != nil {
+		return nil, err
 	}
 	if f.timeout <= 0 {
 		return nil, usageError{fmt.Errorf("invalid value %s for flag -timeout: must be positive", f.timeout)}
@@ -1047,4 +1020,48 @@ func printResetPlan(w io.Writer, doc resetJSON) error {
 		}
 	}
 	return nil
+}
+
+// parseInterspersed parses args, which may mix flags and positional
+// arguments ("--" ends the flags), and returns the positional ones.
+func parseInterspersed(fs *flag.FlagSet, args []string, stderr io.Writer) ([]string, error) {
+	fs.SetOutput(stderr)
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if err == flag.ErrHelp {
+				return nil, err
+			}
+			return nil, usageError{err}
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// parseBootstrap splits a host:port[,host:port...] list; source names the
+// flag or variable it came from in errors.
+func parseBootstrap(list, source string) ([]string, error) {
+	var seeds []string
+	for _, s := range strings.Split(list, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(s); err != nil || port == "" {
+			return nil, usageError{fmt.Errorf("invalid value %q for %s: %q is not host:port", list, source, s)}
+		}
+		seeds = append(seeds, s)
+	}
+	if len(seeds) == 0 {
+		return nil, usageError{fmt.Errorf("invalid value %q for %s: want host:port[,host:port...]", list, source)}
+	}
+	return seeds, nil
 }

@@ -10,13 +10,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/stratamq/strata/functions/trigger"
 )
 
@@ -97,31 +93,19 @@ func runTrigger(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usageError{fmt.Errorf("invalid value %d for flag -max-attempts: want at least 1", cfg.Policy.MaxAttempts)}
 	}
 	cfg.Topics = topics
-	for _, s := range strings.Split(bootstrap, ",") {
-		if s = strings.TrimSpace(s); s == "" {
-			continue
-		}
-		if _, port, err := net.SplitHostPort(s); err != nil || port == "" {
-			return usageError{fmt.Errorf("invalid value %q for flag -bootstrap: %q is not host:port", bootstrap, s)}
-		}
-		cfg.Bootstrap = append(cfg.Bootstrap, s)
+	seeds, err := parseBootstrap(bootstrap, "flag -bootstrap")
+	if err != nil {
+		return err
 	}
-	if len(cfg.Bootstrap) == 0 {
-		return usageError{fmt.Errorf("invalid value %q for flag -bootstrap: want host:port[,host:port...]", bootstrap)}
-	}
+	cfg.Bootstrap = seeds
 	if err := cfg.Validate(); err != nil {
 		return usageError{err}
 	}
 
-	awsCfg, err := config.LoadDefaultConfig(ctx)
+	inv, err := trigger.NewLambdaClient(ctx, endpoint)
 	if err != nil {
-		return fmt.Errorf("aws config: %w", err)
+		return err
 	}
-	inv := lambda.NewFromConfig(awsCfg, func(o *lambda.Options) {
-		if endpoint != "" {
-			o.BaseEndpoint = aws.String(endpoint)
-		}
-	})
 	tr, err := trigger.New(cfg, inv)
 	if err != nil {
 		return err

@@ -1,19 +1,12 @@
 package dlqconsole
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/binary"
-	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,47 +15,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 
+	"github.com/stratamq/strata/functions/internal/testbroker"
 	"github.com/stratamq/strata/pkg/retry"
 )
 
-// functions/internal/testbroker starts brokers without a schema registry;
-// the console's tests need one, so they start their own.
-
-var (
-	buildOnce sync.Once
-	buildDir  string
-	brokerBin string
-	buildErr  error
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
-}
-
-// brokerfleet builds the broker binary once per test binary, on first use
-// (unit tests and fuzzing do not need it).
-func brokerfleet(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		if buildDir, buildErr = os.MkdirTemp("", "dlqconsole-test-"); buildErr != nil {
-			return
-		}
-		bin := filepath.Join(buildDir, "brokerfleet")
-		if out, err := exec.Command("go", "build", "-o", bin, "github.com/stratamq/strata/brokerfleet").CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("build brokerfleet: %v\n%s", err, out)
-			return
-		}
-		brokerBin = bin
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return brokerBin
-}
+func TestMain(m *testing.M) { os.Exit(testbroker.Main(m)) }
 
 // cluster is a one-broker Strata dev cluster with its schema registry.
 type cluster struct {
@@ -70,6 +27,7 @@ type cluster struct {
 	registry  string // http://127.0.0.1:PORT
 }
 
+// freePort returns an address nothing listens on (for failure tests).
 func freePort(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -83,60 +41,9 @@ func freePort(t *testing.T) string {
 
 func startCluster(t *testing.T) cluster {
 	t.Helper()
-	regAddr := freePort(t)
-	cmd := exec.Command(brokerfleet(t), "dev", "-brokers", "1", "-listen", "127.0.0.1:0", "-http", "", "-registry", regAddr,
-		"-tier=false", "-data", t.TempDir())
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var stderr bytes.Buffer
-	cmd.Stderr = writerFunc(func(p []byte) (int, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return stderr.Write(p)
-	})
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-	})
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if l := sc.Text(); strings.Contains(l, "strata ready: bootstrap ") {
-				select {
-				case ready <- l:
-				default:
-				}
-			}
-		}
-	}()
-	select {
-	case l := <-ready:
-		addr := l[strings.LastIndex(l, " ")+1:]
-		return cluster{bootstrap: strings.Split(addr, ",")[0], registry: "http://" + regAddr}
-	case err := <-exited:
-		mu.Lock()
-		defer mu.Unlock()
-		t.Fatalf("dev exited before ready: %v\n%s", err, stderr.String())
-	case <-time.After(30 * time.Second):
-		mu.Lock()
-		defer mu.Unlock()
-		t.Fatalf("dev not ready in 30s\n%s", stderr.String())
-	}
-	return cluster{}
+	c := testbroker.StartCluster(t, true)
+	return cluster{bootstrap: c.Bootstrap, registry: c.Registry}
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 const orderSchema = `{"type":"record","name":"Order","namespace":"shop","fields":[{"name":"id","type":"long"},{"name":"item","type":"string"}]}`
 

@@ -39,11 +39,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/stratamq/strata/functions/internal/kafkaevent"
+	"github.com/stratamq/strata/functions/internal/lambdaenv"
 	"github.com/stratamq/strata/pkg/retry"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -283,4 +285,12 @@ func Handler(cfg Config, inv kafkaevent.Invoker, margin time.Duration, opts ...k
 		defer t.Close()
 		return t.Run(ctx)
 	}
+}
+
+// NewLambdaClient builds the client the trigger invokes functions through:
+// the default AWS configuration, with endpoint (when set) as its base
+// endpoint (for `brokerfleet trigger`, which cannot reach internal
+// packages).
+func NewLambdaClient(ctx context.Context, endpoint string) (*lambda.Client, error) {
+	return lambdaenv.LambdaClient(ctx, endpoint)
 }

@@ -122,7 +122,7 @@ func (b *Broker) produceOne(req *kmsg.ProduceRequest, topicName string, idx int3
 		// a successor may already lead.
 		return nil, partition.AppendResult{}, fmt.Errorf("%s-%d: broker registration lease not held: %w", topicName, idx, errNotLeader)
 	}
-	if ts := b.lookup(topicName); ts != nil && !b.tiering.ready(ts.meta.ID, idx, p) {
+	if !b.tiering.ready(topicName, idx, p) {
 		// A new leader reads the tier's manifest before its first write.
 		return nil, partition.AppendResult{}, fmt.Errorf("%s-%d: loading the tier manifest: %w", topicName, idx, errNotLeader)
 	}

@@ -38,7 +38,6 @@ type brokerCollector struct {
 
 	mu  sync.Mutex
 	adm *kadm.Client // to look up end offsets of partitions led elsewhere
-	cl  *kgo.Client
 }
 
 func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -114,7 +113,7 @@ func (c *brokerCollector) admin() (*kadm.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.cl, c.adm = cl, kadm.NewClient(cl)
+	c.adm = kadm.NewClient(cl)
 	context.AfterFunc(c.b.ctx, cl.Close)
 	return c.adm, nil
 }

@@ -30,13 +30,12 @@ type tierKey struct {
 }
 
 type tierState struct {
-	epoch     int32 // leader epoch the manifest was read under
-	man       metastore.Manifest
-	lastGC    time.Time
-	fenced    bool // a newer epoch owns the manifest: stop uploading
-	readyOnce bool
-	failures  int       // consecutive failed rounds
-	retryAt   time.Time // no new attempt before (backoff after failures)
+	epoch    int32 // leader epoch the manifest was read under
+	man      metastore.Manifest
+	lastGC   time.Time
+	fenced   bool      // a newer epoch owns the manifest: stop uploading
+	failures int       // consecutive failed rounds
+	retryAt  time.Time // no new attempt before (backoff after failures)
 }
 
 type tiering struct {
@@ -68,18 +67,33 @@ func newTiering(b *Broker) *tiering {
 
 // ready reports whether a led partition may take writes: its manifest was
 // read under its current leader epoch. Otherwise the tier loop is kicked.
-func (tg *tiering) ready(id metastore.TopicID, idx int32, p *partition.Partition) bool {
+func (tg *tiering) ready(name string, idx int32, p *partition.Partition) bool {
 	if tg == nil {
-		return true
+		return true // no tier: nothing to read first
 	}
+	ts := tg.b.lookup(name)
+	if ts == nil {
+		return true // deleted meanwhile: the append fails on its own
+	}
+	_, _, ok := tg.current(tierKey{ts.meta.ID, idx}, p)
+	return ok
+}
+
+// current returns a partition's tier state and manifest if they were read
+// under its current leader epoch; otherwise it kicks the tier loop.
+func (tg *tiering) current(key tierKey, p *partition.Partition) (*tierState, metastore.Manifest, bool) {
 	tg.mu.Lock()
-	st := tg.parts[tierKey{id, idx}]
-	ok := st != nil && st.readyOnce && st.epoch == p.LeaderEpoch()
+	st := tg.parts[key]
+	ok := st != nil && st.epoch == p.LeaderEpoch()
+	var man metastore.Manifest
+	if ok {
+		man = st.man
+	}
 	tg.mu.Unlock()
 	if !ok {
 		tg.poke()
 	}
-	return ok
+	return st, man, ok
 }
 
 func (tg *tiering) poke() {
@@ -94,7 +108,7 @@ func (tg *tiering) manifest(id metastore.TopicID, idx int32) (metastore.Manifest
 	tg.mu.Lock()
 	defer tg.mu.Unlock()
 	st := tg.parts[tierKey{id, idx}]
-	if st == nil || !st.readyOnce {
+	if st == nil {
 		return metastore.Manifest{}, false
 	}
 	return st.man, true
@@ -279,7 +293,6 @@ func (tg *tiering) partitionRound(ctx context.Context, lp ledPartition) error {
 		st = &tierState{epoch: epoch, man: man, fenced: man.LeaderEpoch > epoch}
 		p.SetTier(tier.Start(man), tier.SegmentEnd(man))
 		p.SetObjectDurable(tier.End(man))
-		st.readyOnce = true
 		tg.mu.Lock()
 		tg.parts[lp.key] = st
 		tg.mu.Unlock()
@@ -453,16 +466,14 @@ func (tg *tiering) flushWAL() error {
 		if !lp.cfg.object {
 			continue
 		}
-		tg.mu.Lock()
-		st := tg.parts[lp.key]
-		ok := st != nil && st.readyOnce && !st.fenced && st.epoch == lp.p.LeaderEpoch()
-		var man metastore.Manifest
-		if ok {
-			man = st.man
-		}
-		tg.mu.Unlock()
+		st, man, ok := tg.current(lp.key, lp.p)
 		if !ok {
-			tg.poke()
+			continue
+		}
+		tg.mu.Lock()
+		fenced := st.fenced
+		tg.mu.Unlock()
+		if fenced {
 			continue
 		}
 		from := tier.End(man)
@@ -650,16 +661,8 @@ func (b *Broker) deleteRecords(name string, idx int32, p *partition.Partition, o
 	}
 	key := tierKey{ts.meta.ID, idx}
 	tg := b.tiering
-	tg.mu.Lock()
-	st := tg.parts[key]
-	ok := st != nil && st.readyOnce && st.epoch == p.LeaderEpoch()
-	var man metastore.Manifest
-	if ok {
-		man = st.man
-	}
-	tg.mu.Unlock()
+	st, man, ok := tg.current(key, p)
 	if !ok {
-		tg.poke()
 		return 0, fmt.Errorf("%s-%d: loading the tier manifest: %w", name, idx, errNotLeader)
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)

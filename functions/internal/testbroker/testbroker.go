@@ -1,12 +1,14 @@
 // Package testbroker starts a real Strata broker for the functions' tests:
-// Main builds the brokerfleet binary once per test binary and Start runs
-// `brokerfleet dev` with one broker on a random 127.0.0.1 port.
+// Main builds the brokerfleet binary once per test binary, and Start and
+// StartCluster run `brokerfleet dev` with one broker on a random 127.0.0.1
+// port (StartCluster can add the schema registry and DLQ console).
 package testbroker
 
 import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,10 +42,32 @@ func Main(m *testing.M) int {
 // test's duration and returns its bootstrap address.
 func Start(t testing.TB) string {
 	t.Helper()
+	return StartCluster(t, false).Bootstrap
+}
+
+// Cluster is a running one-broker dev cluster.
+type Cluster struct {
+	Bootstrap string // host:port
+	Registry  string // http://host:port of the schema registry (and /console/); "" without
+}
+
+// StartCluster is Start, with the schema registry and DLQ console served
+// when registry is set.
+func StartCluster(t testing.TB, registry bool) Cluster {
+	t.Helper()
 	if binPath == "" {
 		t.Fatal("testbroker: call testbroker.Main from TestMain")
 	}
-	cmd := exec.Command(binPath, "dev", "-brokers", "1", "-listen", "127.0.0.1:0", "-http", "", "-registry", "",
+	regAddr := ""
+	if registry {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		regAddr = l.Addr().String()
+		l.Close()
+	}
+	cmd := exec.Command(binPath, "dev", "-brokers", "1", "-listen", "127.0.0.1:0", "-http", "", "-registry", regAddr,
 		"-tier=false", "-data", t.TempDir())
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -75,8 +99,11 @@ func Start(t testing.TB) string {
 	}()
 	select {
 	case l := <-ready:
-		addr := l[strings.LastIndex(l, " ")+1:]
-		return strings.Split(addr, ",")[0]
+		c := Cluster{Bootstrap: strings.Split(l[strings.LastIndex(l, " ")+1:], ",")[0]}
+		if registry {
+			c.Registry = "http://" + regAddr
+		}
+		return c
 	case err := <-exited:
 		mu.Lock()
 		defer mu.Unlock()
@@ -86,7 +113,7 @@ func Start(t testing.TB) string {
 		defer mu.Unlock()
 		t.Fatalf("testbroker: dev not ready in 30s\n%s", stderr.String())
 	}
-	return ""
+	return Cluster{}
 }
 
 type lockedWriter struct {
