@@ -1,7 +1,7 @@
 // Package dynamotest runs DynamoDB stand-ins for tests: minidyn in-process
-// behind httptest, dynalite as one Node process per test binary, a
-// request Counter and a fault injector (Faults). It imports testing and is
-// used only from tests.
+// (package dynamolocal) behind httptest, dynalite as one Node process per
+// test binary, a request Counter and a fault injector (Faults). It imports
+// testing and is used only from tests.
 //
 // A typical broker test:
 //
@@ -22,15 +22,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	miniserver "github.com/truora/minidyn/server"
 
 	"github.com/stratamq/strata/pkg/metastore/dynamo"
+	"github.com/stratamq/strata/pkg/metastore/dynamo/dynamolocal"
 )
 
 // RequireAllEnv, when non-empty, turns a missing stand-in (node, the
@@ -47,17 +46,7 @@ func StartMinidyn(t testing.TB) string {
 // in front of minidyn's handler; a nil wrap adds nothing.
 func StartMinidynWith(t testing.TB, wrap func(http.Handler) http.Handler) string {
 	t.Helper()
-	// minidyn's table is not safe for concurrent requests (DescribeTable
-	// reads what UpdateItem writes: the race detector caught it when a
-	// broker process created the table while others heartbeated), so
-	// requests reach it one at a time.
-	mini := miniserver.NewServer()
-	var mu sync.Mutex
-	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		defer mu.Unlock()
-		mini.ServeHTTP(w, r)
-	})
+	h := dynamolocal.NewHandler() // serializes requests: minidyn is not safe for concurrent use
 	if wrap != nil {
 		h = wrap(h)
 	}
