@@ -1,0 +1,157 @@
+package stack
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsecrassets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsecs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsservicediscovery"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// dockerfile is the broker image's Dockerfile, relative to the repository
+// root (the build context).
+const dockerfile = "brokerfleet/Dockerfile"
+
+// Names clients use inside the VPC: brokers.strata.internal.
+const (
+	Namespace   = "strata.internal"
+	ServiceName = "brokers"
+	// Bootstrap is the address clients and the functions bootstrap from.
+	Bootstrap = ServiceName + "." + Namespace + ":9092"
+	// RegistryURL is the schema registry of any broker.
+	RegistryURL = "http://" + ServiceName + "." + Namespace + ":8081"
+)
+
+// Fleet is the brokers: an ECS cluster and a Fargate service of
+// cfg.BrokerCount ARM64 tasks spread over the VPC's availability zones,
+// registered in Cloud Map as brokers.strata.internal (A records).
+type Fleet struct {
+	constructs.Construct
+	Cluster   awsecs.Cluster
+	Service   awsecs.FargateService
+	TaskDef   awsecs.FargateTaskDefinition
+	Container awsecs.ContainerDefinition
+	LogGroup  awslogs.LogGroup
+	Namespace awsservicediscovery.PrivateDnsNamespace
+}
+
+// BrokerEnv is the broker container's environment: every `brokerfleet
+// serve` flag can be set as STRATA_<FLAG>. tableName and bucketName are
+// the data construct's (tokens at synth time); region is the stack's.
+func BrokerEnv(cfg Config, tableName, bucketName, region string) map[string]string {
+	return map[string]string{
+		"STRATA_NODE_ID":                    "auto", // from the metastore's broker registry
+		"STRATA_RACK":                       "auto", // the AZ, from ECS task metadata
+		"STRATA_LISTEN":                     "0.0.0.0:" + strconv.Itoa(KafkaPort),
+		"STRATA_DATA":                       "/data", // in the task's ephemeral storage
+		"STRATA_METASTORE":                  "dynamodb://" + tableName,
+		"STRATA_BUCKET":                     "s3://" + bucketName + "/" + BucketPrefix,
+		"STRATA_AWS_REGION":                 region,
+		"STRATA_HTTP":                       "0.0.0.0:" + strconv.Itoa(HTTPPort),
+		"STRATA_REGISTRY":                   "0.0.0.0:" + strconv.Itoa(RegistryPort),
+		"STRATA_EMF_INTERVAL":               "60s",
+		"STRATA_CLUSTER_ID":                 cfg.ClusterName,
+		"STRATA_DEFAULT_REPLICATION_FACTOR": strconv.Itoa(cfg.ReplicationFactor()),
+		"STRATA_TOPIC_DEFAULT": fmt.Sprintf("retention.ms=%d,segment.bytes=%d",
+			cfg.RetentionMs(), cfg.SegmentBytes),
+	}
+}
+
+// NewFleet builds the cluster and the broker service in net, with access
+// to data granted to the task role.
+func NewFleet(scope constructs.Construct, id string, cfg Config, net *Network, data *Data) *Fleet {
+	c := constructs.NewConstruct(scope, jsii.String(id))
+	cluster := awsecs.NewCluster(c, jsii.String("Cluster"), &awsecs.ClusterProps{Vpc: net.Vpc})
+	ns := awsservicediscovery.NewPrivateDnsNamespace(c, jsii.String("Namespace"), &awsservicediscovery.PrivateDnsNamespaceProps{
+		Name:        jsii.String(Namespace),
+		Vpc:         net.Vpc,
+		Description: jsii.String("Strata brokers"),
+	})
+	logs := awslogs.NewLogGroup(c, jsii.String("Logs"), &awslogs.LogGroupProps{
+		Retention:     awslogs.RetentionDays_ONE_MONTH,
+		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+	})
+	task := awsecs.NewFargateTaskDefinition(c, jsii.String("Task"), &awsecs.FargateTaskDefinitionProps{
+		Cpu:                 jsii.Number(cfg.BrokerCPU),
+		MemoryLimitMiB:      jsii.Number(cfg.BrokerMemoryMiB),
+		EphemeralStorageGiB: jsii.Number(cfg.StorageGiB),
+		RuntimePlatform: &awsecs.RuntimePlatform{
+			CpuArchitecture:       awsecs.CpuArchitecture_ARM64(),
+			OperatingSystemFamily: awsecs.OperatingSystemFamily_LINUX(),
+		},
+	})
+	env := map[string]*string{}
+	for k, v := range BrokerEnv(cfg, *data.Table.TableName(), *data.Bucket.BucketName(), *awscdk.Aws_REGION()) {
+		env[k] = jsii.String(v)
+	}
+	// The image builds ./brokerfleet from the repository root; the root
+	// .dockerignore keeps the context to the Go sources. Synth only copies
+	// the context into cdk.out; `cdk deploy` runs docker build.
+	image := awsecs.ContainerImage_FromAsset(jsii.String(cfg.RepoRoot), &awsecs.AssetImageProps{
+		File:     jsii.String(dockerfile),
+		Platform: awsecrassets.Platform_LINUX_ARM64(),
+	})
+	container := task.AddContainer(jsii.String("broker"), &awsecs.ContainerDefinitionOptions{
+		Image:       image,
+		Command:     jsii.Strings("serve"),
+		Environment: &env,
+		Essential:   jsii.Bool(true),
+		PortMappings: &[]*awsecs.PortMapping{
+			{ContainerPort: jsii.Number(KafkaPort), Name: jsii.String("kafka")},
+			{ContainerPort: jsii.Number(RegistryPort), Name: jsii.String("registry")},
+			{ContainerPort: jsii.Number(HTTPPort), Name: jsii.String("http")},
+		},
+		HealthCheck: &awsecs.HealthCheck{
+			// No shell in the image: exec form. -ready: healthy only once
+			// the broker is in the ISR of every partition it hosts (latched),
+			// so a rolling deployment, which replaces the next broker as
+			// soon as this one is healthy, never stops the last in-sync
+			// replica while its replacement is still copying. Catching up
+			// may take up to the start period plus retries x interval
+			// (300 s + 10 x 30 s) before ECS gives up on the task.
+			Command:     jsii.Strings("CMD", "/brokerfleet", "health", "-ready", "-http", "127.0.0.1:"+strconv.Itoa(HTTPPort)),
+			Interval:    awscdk.Duration_Seconds(jsii.Number(30)),
+			Timeout:     awscdk.Duration_Seconds(jsii.Number(5)),
+			Retries:     jsii.Number(10),
+			StartPeriod: awscdk.Duration_Seconds(jsii.Number(300)),
+		},
+		// Time to hand over partition leadership before SIGKILL (Fargate's most).
+		StopTimeout: awscdk.Duration_Seconds(jsii.Number(120)),
+		Logging: awsecs.LogDrivers_AwsLogs(&awsecs.AwsLogDriverProps{
+			StreamPrefix:  jsii.String("broker"),
+			LogGroup:      logs,
+			Mode:          awsecs.AwsLogDriverMode_NON_BLOCKING,
+			MaxBufferSize: awscdk.Size_Mebibytes(jsii.Number(25)),
+		}),
+	})
+	data.Table.GrantReadWriteData(task.TaskRole())
+	data.Bucket.GrantReadWrite(task.TaskRole(), jsii.String(BucketPrefix+"/*"))
+
+	service := awsecs.NewFargateService(c, jsii.String("Service"), &awsecs.FargateServiceProps{
+		Cluster:        cluster,
+		TaskDefinition: task,
+		DesiredCount:   jsii.Number(cfg.BrokerCount),
+		// One broker at a time: ECS keeps ceil(count*min/100) = count-1
+		// running and never starts more than count.
+		MinHealthyPercent: jsii.Number(cfg.MinHealthyPercent()),
+		MaxHealthyPercent: jsii.Number(100),
+		CircuitBreaker:    &awsecs.DeploymentCircuitBreaker{Enable: jsii.Bool(true), Rollback: jsii.Bool(true)},
+		SecurityGroups:    &[]awsec2.ISecurityGroup{net.BrokerSG},
+		VpcSubnets:        net.PrivateSubnets(),
+		AssignPublicIp:    jsii.Bool(false),
+		PlatformVersion:   awsecs.FargatePlatformVersion_LATEST,
+		CloudMapOptions: &awsecs.CloudMapOptions{
+			CloudMapNamespace: ns,
+			Name:              jsii.String(ServiceName),
+			DnsRecordType:     awsservicediscovery.DnsRecordType_A,
+			DnsTtl:            awscdk.Duration_Seconds(jsii.Number(10)),
+		},
+	})
+	return &Fleet{Construct: c, Cluster: cluster, Service: service, TaskDef: task, Container: container, LogGroup: logs, Namespace: ns}
+}
