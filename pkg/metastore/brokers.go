@@ -3,6 +3,7 @@ package metastore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -84,4 +85,63 @@ func (m *Meta) FenceBroker(ctx context.Context, id int32, version int64) error {
 		return fmt.Errorf("metastore: fence broker %d: %w", id, err)
 	}
 	return m.bump(ctx)
+}
+
+// BrokerConfigs returns the dynamic configs of every broker that has any,
+// by broker id. They outlive registrations: a drained broker stays drained
+// across restarts until the config is removed.
+func (m *Meta) BrokerConfigs(ctx context.Context) (map[int32]map[string]string, error) {
+	items, err := m.s.Query(ctx, pkBrokerCf, "")
+	if err != nil {
+		return nil, fmt.Errorf("metastore: list broker configs: %w", err)
+	}
+	out := make(map[int32]map[string]string, len(items))
+	for _, it := range items {
+		id, err := strconv.ParseInt(it.SK, 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("metastore: broker config key %s: %w", it.Key, err)
+		}
+		var cfg map[string]string
+		if err := json.Unmarshal(it.Value, &cfg); err != nil {
+			return nil, fmt.Errorf("metastore: decode %s: %w", it.Key, err)
+		}
+		if len(cfg) > 0 {
+			out[int32(id)] = cfg
+		}
+	}
+	return out, nil
+}
+
+// EditBrokerConfigs applies edit to a broker's dynamic configs with a
+// compare-and-set, retrying when another writer got there first.
+func (m *Meta) EditBrokerConfigs(ctx context.Context, id int32, edit func(map[string]string) error) error {
+	k := Key{PK: pkBrokerCf, SK: strconv.Itoa(int(id))}
+	for attempt := 0; ; attempt++ {
+		cfg := map[string]string{}
+		cond := IfAbsent()
+		it, err := m.s.Get(ctx, k)
+		switch {
+		case err == nil:
+			if err := json.Unmarshal(it.Value, &cfg); err != nil {
+				return fmt.Errorf("metastore: decode %s: %w", k, err)
+			}
+			if cfg == nil {
+				cfg = map[string]string{}
+			}
+			cond = IfVersion(it.Version)
+		case !errors.Is(err, ErrNotFound):
+			return fmt.Errorf("metastore: broker %d configs: %w", id, err)
+		}
+		if err := edit(cfg); err != nil {
+			return err
+		}
+		_, err = m.s.Put(ctx, Item{Key: k, Value: encodeJSON(cfg)}, cond)
+		if errors.Is(err, ErrConditionFailed) && attempt < 5 {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("metastore: broker %d configs: %w", id, err)
+		}
+		return m.bump(ctx)
+	}
 }

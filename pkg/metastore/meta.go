@@ -13,6 +13,7 @@ import (
 const (
 	pkCluster  = "cluster"      // sk "changes": bumped on every metadata change
 	pkBrokers  = "brokers"      // sk broker id: registration and heartbeat lease
+	pkBrokerCf = "brokerconfig" // sk broker id: dynamic broker configs (e.g. draining)
 	pkTopics   = "topics"       // sk topic name
 	pkLeases   = "leases"       // sk lease name ("controller", "group-shard/N")
 	pkCounters = "counters"     // counters: "producer-ids", ...

@@ -32,7 +32,19 @@ type PartitionState struct {
 	Leader      int32   `json:"leader"`
 	LeaderEpoch int32   `json:"leaderEpoch"`
 	ISR         []int32 `json:"isr"`
-	Epoch       int64   `json:"-"`
+	// During a reassignment (KIP-455) Replicas is the target followed by
+	// the original replicas that are not in it; AddingReplicas are the
+	// target's newcomers, RemovingReplicas the originals leaving. Both are
+	// empty otherwise.
+	AddingReplicas   []int32 `json:"adding,omitempty"`
+	RemovingReplicas []int32 `json:"removing,omitempty"`
+	Epoch            int64   `json:"-"`
+}
+
+// Reassigning reports whether a reassignment of the partition is in
+// progress.
+func (p PartitionState) Reassigning() bool {
+	return len(p.AddingReplicas) > 0 || len(p.RemovingReplicas) > 0
 }
 
 func topicKey(name string) Key { return Key{PK: pkTopics, SK: name} }

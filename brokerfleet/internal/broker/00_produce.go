@@ -161,6 +161,7 @@ func (b *Broker) produceOne(req *kmsg.ProduceRequest, topicName string, idx int3
 	if err != nil {
 		return nil, partition.AppendResult{}, err
 	}
+	b.metrics.produced(topicName, int(h.NumRecords), len(records))
 	if cfg.Durability == topic.DurabilityObject && b.tiering != nil {
 		b.tiering.kickWAL() // acks=all waits for the flush to S3
 	}

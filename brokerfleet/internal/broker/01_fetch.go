@@ -134,7 +134,17 @@ func (b *Broker) readFetch(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bo
 					// move the high watermark; it reads uncommitted data.
 					p.ReplicaFetched(req.ReplicaID, rp.FetchOffset)
 					sp.HighWatermark = p.HighWatermark()
-					data, err = p.ReadUncommitted(nil, rp.FetchOffset, max(limit, 0))
+					if b.throttled(rt.Topic, rp.Partition, req.ReplicaID) {
+						// A replica being added by a reassignment: at most the
+						// throttle's rate (the follower polls again).
+						if limit = b.reassignThrottle.allow(max(limit, 0)); limit == 0 {
+							break
+						}
+						data, err = p.ReadUncommitted(nil, rp.FetchOffset, limit)
+						b.reassignThrottle.spend(len(data))
+					} else {
+						data, err = p.ReadUncommitted(nil, rp.FetchOffset, max(limit, 0))
+					}
 				} else {
 					data, err = p.Read(nil, rp.FetchOffset, max(limit, 0), total == 0)
 					if b.tiering != nil && errors.Is(err, segment.ErrOffsetOutOfRange) && rp.FetchOffset < p.LocalLogStartOffset() && rp.FetchOffset >= p.LogStartOffset() {

@@ -5,6 +5,7 @@ package broker
 // its effective value; the broker shows its static settings, read-only.
 
 import (
+	"context"
 	"slices"
 	"strconv"
 
@@ -41,14 +42,37 @@ func (b *Broker) handleDescribeConfigs(req *kmsg.DescribeConfigsRequest) kmsg.Re
 				sr.Configs = append(sr.Configs, describedConfig(req, e.Name, e.Value, e.Doc, kmsg.ConfigType(e.Kind), source, e.IsDefault, false))
 			}
 		case kmsg.ConfigResourceTypeBroker:
-			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(b.cfg.NodeID)) {
+			id, err := strconv.ParseInt(rr.ResourceName, 10, 32)
+			own := rr.ResourceName == "" || id == int64(b.cfg.NodeID)
+			if !own && (err != nil || id < 0) {
 				sr.ErrorCode = kerr.InvalidRequest.Code
 				sr.ErrorMessage = kmsg.StringPtr("unknown broker " + rr.ResourceName)
 				break
 			}
-			for _, c := range b.brokerConfigs() {
+			if own {
+				id = int64(b.cfg.NodeID)
+				for _, c := range b.brokerConfigs() {
+					if want(c.name) {
+						sr.Configs = append(sr.Configs, describedConfig(req, c.name, c.value, c.doc, c.kind, kmsg.ConfigSourceStaticBrokerConfig, false, true))
+					}
+				}
+			}
+			// Dynamic configs live in the metastore: any broker answers for
+			// any broker id.
+			ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)
+			dyn, set, err := b.describeDynamicBrokerConfigs(ctx, int32(id))
+			cancel()
+			if err != nil {
+				sr.ErrorCode, sr.ErrorMessage = errCodeOf(err), errorMessage(err)
+				break
+			}
+			for _, c := range dyn {
 				if want(c.name) {
-					sr.Configs = append(sr.Configs, describedConfig(req, c.name, c.value, c.doc, c.kind, kmsg.ConfigSourceStaticBrokerConfig, false, true))
+					source := kmsg.ConfigSourceDefaultConfig
+					if set {
+						source = kmsg.ConfigSourceDynamicBrokerConfig
+					}
+					sr.Configs = append(sr.Configs, describedConfig(req, c.name, c.value, c.doc, c.kind, source, !set, false))
 				}
 			}
 		default:

@@ -42,7 +42,7 @@ func (b *Broker) alterResource(t kmsg.ConfigResourceType, name string, edit func
 		defer cancel()
 		return b.setTopicConfigs(ctx, name, edit, validateOnly)
 	case kmsg.ConfigResourceTypeBroker:
-		return coded(kerr.InvalidRequest, "broker configs are static; set them with brokerfleet flags")
+		return b.alterBrokerConfigs(name, edit, validateOnly)
 	}
 	return coded(kerr.InvalidRequest, "resource type %v cannot be altered; only topics", t)
 }

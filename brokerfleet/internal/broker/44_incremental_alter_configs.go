@@ -18,8 +18,15 @@ func (b *Broker) handleIncrementalAlterConfigs(req *kmsg.IncrementalAlterConfigs
 	for _, rr := range req.Resources {
 		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+		isBroker := rr.ResourceType == kmsg.ConfigResourceTypeBroker
 		err := b.alterResource(rr.ResourceType, rr.ResourceName, func(m map[string]string) error {
 			for _, c := range rr.Configs {
+				if isBroker {
+					if err := applyBrokerIncremental(m, c); err != nil {
+						return err
+					}
+					continue
+				}
 				if err := applyIncremental(b.defaults, m, c); err != nil {
 					return err
 				}
@@ -71,6 +78,23 @@ func applyIncremental(defaults topic.Defaults, m map[string]string, c kmsg.Incre
 		m[c.Name] = strings.Join(items, ",")
 	default:
 		return coded(kerr.InvalidRequest, "config %q: unknown operation %d", c.Name, c.Op)
+	}
+	return nil
+}
+
+// applyBrokerIncremental applies SET or DELETE to a broker's dynamic
+// configs; which names and values are allowed is checked after.
+func applyBrokerIncremental(m map[string]string, c kmsg.IncrementalAlterConfigsRequestResourceConfig) error {
+	switch c.Op {
+	case kmsg.IncrementalAlterConfigOpSet:
+		if c.Value == nil {
+			return coded(kerr.InvalidConfig, "config %q: SET needs a value", c.Name)
+		}
+		m[c.Name] = *c.Value
+	case kmsg.IncrementalAlterConfigOpDelete:
+		delete(m, c.Name)
+	default:
+		return coded(kerr.InvalidConfig, "broker config %q: only SET and DELETE apply", c.Name)
 	}
 	return nil
 }

@@ -37,10 +37,15 @@ type Broker struct {
 	pids     *pidAllocator
 	lease    *metastore.Lease // this incarnation's registration and heartbeat
 	actEpoch atomic.Int64     // the lease epoch under which partition state was last re-read
+	caughtUp atomic.Bool      // every hosted partition had this broker in its ISR once (Ready)
 	repl     replicator
 	coord    *group.Coordinator
 	tiering  *tiering // nil without an object store
+	metrics  *brokerMetrics
 	registry *schemaregistry.Registry
+	// reassignThrottle caps what is sent to replicas being added by a
+	// reassignment; nil when unthrottled.
+	reassignThrottle *throttle
 
 	host string
 	port int32
@@ -100,6 +105,17 @@ func New(cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
+	var claimed *metastore.Lease
+	if cfg.NodeID == AutoNodeID {
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.Lease.Duration)
+		cfg.NodeID, claimed, err = claimNodeID(ctx, cfg)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Logger.Info("claimed node id", "broker", cfg.NodeID)
+	}
+	metrics := newBrokerMetrics(&cfg) // wraps cfg.Meta and cfg.Objects to count their requests
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Broker{
 		cfg: cfg, fs: cfg.FS, log: cfg.Logger.With("broker", cfg.NodeID), now: cfg.Now,
@@ -110,15 +126,20 @@ func New(cfg Config) (*Broker, error) {
 		lns: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{},
 	}
 	b.repl.b = b
+	b.metrics = metrics.register(b)
+	b.reassignThrottle = newThrottle(cfg.ReassignThrottle)
 	b.registry = schemaregistry.New(cfg.Meta, schemaregistry.Options{})
 	b.coord = group.New(group.Options{
 		Meta: cfg.Meta, Valid: b.leaseValid, PartitionExists: b.partitionExists,
 		MinSessionTimeout: cfg.GroupMinSessionTimeout, MaxSessionTimeout: cfg.GroupMaxSessionTimeout,
 		InitialRebalanceDelay: cfg.GroupInitialRebalanceDelay, Logger: b.log,
 	})
-	b.lease, err = cfg.Meta.BrokerLease(metastore.Broker{
-		ID: cfg.NodeID, Endpoint: cfg.Advertise, Rack: cfg.Rack, Incarnation: cfg.Incarnation,
-	}, cfg.Lease)
+	b.lease = claimed
+	if b.lease == nil {
+		b.lease, err = cfg.Meta.BrokerLease(metastore.Broker{
+			ID: cfg.NodeID, Endpoint: cfg.Advertise, Rack: cfg.Rack, Incarnation: cfg.Incarnation,
+		}, cfg.Lease)
+	}
 	if err != nil {
 		cancel()
 		b.coord.Close()
@@ -186,6 +207,7 @@ func (b *Broker) openTopic(t metastore.Topic, cfg topic.Config, states []metasto
 
 // applyState gives a local partition its control-plane role.
 func (b *Broker) applyState(p *partition.Partition, st metastore.PartitionState) {
+	b.observeLeadership(st)
 	p.SetLeaderEpoch(st.LeaderEpoch)
 	p.SetReplication(b.cfg.NodeID, st.Leader == b.cfg.NodeID, st.Replicas, st.ISR)
 }
@@ -402,7 +424,59 @@ func (b *Broker) registered(ctx context.Context, epoch int64) {
 		b.log.Warn("re-read partitions after registering", "err", err)
 		return
 	}
+	if b.actEpoch.Load() == 0 {
+		b.leaveISRs(ctx)
+	}
 	b.actEpoch.Store(epoch)
+}
+
+// leaveISRs takes this new incarnation out of the ISR of every partition it
+// follows: its log may have lost a tail (or the whole disk) since its
+// previous life, so no election may pick it before the leader has seen it
+// catch up to the high watermark again (then it rejoins). The controller
+// does the same when it sees the new incarnation; doing it here too covers
+// a controller that restarted and forgot the old one. A partition without
+// a leader keeps it: its log may be all there is.
+func (b *Broker) leaveISRs(ctx context.Context) {
+	b.mu.RLock()
+	var leave []metastore.PartitionState
+	for _, ts := range b.topics {
+		for _, st := range ts.states {
+			if st.Leader >= 0 && st.Leader != b.cfg.NodeID && len(st.ISR) > 1 && slices.Contains(st.ISR, b.cfg.NodeID) {
+				leave = append(leave, st)
+			}
+		}
+	}
+	b.mu.RUnlock()
+	changed := false
+	for _, st := range leave {
+		for attempt := 0; attempt < updateRetries; attempt++ {
+			next := st
+			next.ISR = slices.DeleteFunc(slices.Clone(st.ISR), func(id int32) bool { return id == b.cfg.NodeID })
+			_, err := b.meta.UpdatePartition(ctx, next)
+			if err == nil {
+				changed = true
+				break
+			}
+			if !errors.Is(err, metastore.ErrConditionFailed) {
+				b.log.Warn("leave the ISR after a restart", "partition", st.Partition, "err", err)
+				break
+			}
+			states, err := b.meta.Partitions(ctx, st.Topic)
+			if err != nil || int(st.Partition) >= len(states) {
+				break
+			}
+			st = states[st.Partition]
+			if st.Leader < 0 || st.Leader == b.cfg.NodeID || len(st.ISR) <= 1 || !slices.Contains(st.ISR, b.cfg.NodeID) {
+				break
+			}
+		}
+	}
+	if changed {
+		if err := b.reconcile(ctx); err != nil {
+			b.log.Warn("re-read partitions after leaving the ISR", "err", err)
+		}
+	}
 }
 
 // leaseValid reports whether this broker may act as a leader now: its

@@ -19,7 +19,8 @@ import (
 // Config configures a Broker. Fill it from DefaultConfig and check it with
 // Validate; New validates it too.
 type Config struct {
-	// NodeID is this broker's id in Metadata responses.
+	// NodeID is this broker's id in Metadata responses; AutoNodeID claims
+	// the lowest id no live broker holds (stateless tasks, as on ECS).
 	NodeID int32
 	// ClusterID is reported in Metadata and DescribeCluster.
 	ClusterID string
@@ -51,6 +52,19 @@ type Config struct {
 	// auto.leader.rebalance.enable with leader.imbalance.per.broker.
 	// percentage=10); 0 turns it off.
 	LeaderRebalanceInterval time.Duration
+	// ReplicaBalanceInterval is how often the controller checks replica
+	// placement: it moves replicas off draining brokers and, when live
+	// brokers' replica counts differ by more than one (a broker was
+	// added), onto the emptiest ones, as reassignments. 0 turns it off.
+	ReplicaBalanceInterval time.Duration
+	// MaxReassignments bounds the partition reassignments in progress at
+	// once that the controller starts (requests through
+	// AlterPartitionReassignments are not limited).
+	MaxReassignments int
+	// ReassignThrottle caps, in bytes per second, what a leader sends to
+	// replicas that are being added by a reassignment (Kafka's
+	// leader.replication.throttled.rate); 0 means unthrottled.
+	ReassignThrottle int64
 	// ReplicaLagMax is how long a follower may go without catching up to
 	// the leader's log end before the leader drops it from the ISR
 	// (replica.lag.time.max.ms).
@@ -118,6 +132,9 @@ func DefaultConfig() Config {
 		ReplicaLagMax:              10 * time.Second,
 		ReassignAfter:              10 * time.Minute,
 		LeaderRebalanceInterval:    5 * time.Minute,
+		ReplicaBalanceInterval:     30 * time.Second,
+		MaxReassignments:           8,
+		ReassignThrottle:           100 << 20,
 		GroupMinSessionTimeout:     group.DefaultMinSessionTimeout,
 		GroupMaxSessionTimeout:     group.DefaultMaxSessionTimeout,
 		GroupInitialRebalanceDelay: group.DefaultInitialRebalanceDelay,
@@ -140,7 +157,7 @@ func (c *Config) Validate() error {
 // command can reject bad flags before opening anything.
 func (c *Config) ValidateSettings() error {
 	var errs []error
-	if c.NodeID < 0 {
+	if c.NodeID < 0 && c.NodeID != AutoNodeID {
 		errs = append(errs, fmt.Errorf("node-id: %d is negative", c.NodeID))
 	}
 	if c.ClusterID == "" {
@@ -163,6 +180,15 @@ func (c *Config) ValidateSettings() error {
 	}
 	if c.LeaderRebalanceInterval < 0 {
 		errs = append(errs, fmt.Errorf("leader-rebalance-interval: %v is negative", c.LeaderRebalanceInterval))
+	}
+	if c.ReplicaBalanceInterval < 0 {
+		errs = append(errs, fmt.Errorf("replica-balance-interval: %v is negative", c.ReplicaBalanceInterval))
+	}
+	if c.MaxReassignments < 1 {
+		errs = append(errs, fmt.Errorf("max-reassignments: %d is not positive", c.MaxReassignments))
+	}
+	if c.ReassignThrottle < 0 {
+		errs = append(errs, fmt.Errorf("reassign-throttle: %d is negative", c.ReassignThrottle))
 	}
 	if c.ReassignAfter <= 0 {
 		errs = append(errs, fmt.Errorf("reassign-after: %v is not positive", c.ReassignAfter))

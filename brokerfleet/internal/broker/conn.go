@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -21,6 +22,10 @@ type pending struct {
 	wait func() kmsg.Response // run by the writer, in order, to produce it
 	raw  []byte               // a pre-encoded frame (unsupported version)
 	last bool                 // close the connection after this one
+
+	key   int16        // the request's API key, for metrics
+	req   kmsg.Request // the request (nil if it could not be parsed)
+	start time.Time    // when its frame was read
 }
 
 // clientConn is what handlers know about the connection.
@@ -49,6 +54,7 @@ func (b *Broker) serveConn(nc net.Conn) {
 	br := bufio.NewReaderSize(nc, 64<<10)
 	for {
 		frame, err := readFrame(br, b.cfg.MaxRequestBytes)
+		start := time.Now()
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
 				b.log.Debug("closing connection", "remote", cc.remote, "err", err)
@@ -61,7 +67,8 @@ func (b *Broker) serveConn(nc net.Conn) {
 			return
 		}
 		cc.clientID = hdr.clientID
-		p := pending{corr: hdr.correlationID}
+		p := pending{corr: hdr.correlationID, key: hdr.key, req: req, start: start}
+		b.metrics.received(hdr.key)
 		switch {
 		case req == nil && hdr.key == 18:
 			// KIP-511: answer an ApiVersions we cannot parse with v0,
@@ -75,6 +82,7 @@ func (b *Broker) serveConn(nc net.Conn) {
 			p.last = true
 		default:
 			if !b.dispatch(cc, req, &p) {
+				b.metrics.responded(p.key, req, nil, time.Since(start))
 				continue // acks=0 produce: no response
 			}
 		}
@@ -148,6 +156,10 @@ func (b *Broker) dispatch(cc *clientConn, req kmsg.Request, p *pending) bool {
 		p.resp = b.handleOffsetDelete(cc, r)
 	case *kmsg.ElectLeadersRequest:
 		p.resp = b.handleElectLeaders(cc, r)
+	case *kmsg.AlterPartitionAssignmentsRequest:
+		p.resp = b.handleAlterPartitionReassignments(cc, r)
+	case *kmsg.ListPartitionReassignmentsRequest:
+		p.resp = b.handleListPartitionReassignments(cc, r)
 	default:
 		p.raw = appendUnsupported(nil, p.corr)
 		p.last = true
@@ -179,6 +191,10 @@ func (b *Broker) writeResponses(nc net.Conn, queue <-chan pending, cancel contex
 		if err == nil && (len(queue) == 0 || p.last) {
 			err = bw.Flush()
 		}
+		if p.raw != nil {
+			resp = nil
+		}
+		b.metrics.responded(p.key, p.req, resp, time.Since(p.start))
 		if err != nil || p.last {
 			failed = true
 			cancel()

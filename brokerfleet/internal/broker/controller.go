@@ -33,9 +33,17 @@ type controller struct {
 	// reassigned marks those whose replicas were moved to live brokers.
 	deadSince  map[int32]time.Time
 	reassigned map[int32]bool
+	// restarted marks brokers seen with a new incarnation, until a
+	// partition scan has taken them out of the ISRs they held.
+	restarted map[int32]bool
 	// lastBalance is when leadership was last checked against the
-	// preferred replicas.
-	lastBalance time.Time
+	// preferred replicas, lastPlacement when replica placement was.
+	lastBalance, lastPlacement time.Time
+	// placementSettled: the last placement pass found nothing to move, at
+	// change counter placementVersion with placementLive live.
+	placementSettled bool
+	placementVersion int64
+	placementLive    map[int32]bool
 }
 
 type observed struct {
@@ -52,7 +60,7 @@ func (b *Broker) runController() {
 		b.log.Error("controller lease", "err", err)
 		return
 	}
-	c := &controller{b: b, lease: lease, seen: map[int32]observed{}, deadSince: map[int32]time.Time{}, reassigned: map[int32]bool{}, lastBalance: time.Now()}
+	c := &controller{b: b, lease: lease, seen: map[int32]observed{}, deadSince: map[int32]time.Time{}, reassigned: map[int32]bool{}, restarted: map[int32]bool{}, lastBalance: time.Now(), lastPlacement: time.Now()}
 	// The lease is renewed every third of a lease (one write); the
 	// registrations are read twice as often, which is what bounds how
 	// soon after a broker's last heartbeat it can be declared dead.
@@ -90,6 +98,7 @@ func (b *Broker) runController() {
 			b.log.Warn("controller", "err", err)
 		}
 		wasController = held
+		b.metrics.setController(held)
 		cancel()
 		t.Reset(interval)
 	}
@@ -104,12 +113,11 @@ func (c *controller) duties(ctx context.Context, isController bool) error {
 		return err
 	}
 	live := map[int32]bool{}
-	restarted := map[int32]bool{}
 	now := time.Now()
 	for _, br := range brokers {
 		prev, known := c.seen[br.ID]
 		if known && prev.incarnation != "" && prev.incarnation != br.Incarnation {
-			restarted[br.ID] = true
+			c.restarted[br.ID] = true
 		}
 		if !known || prev.version != br.Version {
 			c.seen[br.ID] = observed{version: br.Version, at: now, incarnation: br.Incarnation}
@@ -133,6 +141,8 @@ func (c *controller) duties(ctx context.Context, isController bool) error {
 		}
 		b.log.Warn("broker declared dead", "broker", br.ID, "incarnation", br.Incarnation)
 	}
+	// A restart counts until a scan has applied it everywhere.
+	restarted := maps.Clone(c.restarted)
 	racks := map[int32]string{}
 	for _, br := range brokers {
 		racks[br.ID] = br.Rack
@@ -150,12 +160,19 @@ func (c *controller) duties(ctx context.Context, isController bool) error {
 		}
 	}
 	if !isController || !c.lease.StillValid() {
+		clear(c.restarted) // only the controller acts on restarts
 		return nil
 	}
 	if iv := b.cfg.LeaderRebalanceInterval; iv > 0 && now.Sub(c.lastBalance) >= iv {
 		c.lastBalance = now
 		if err := c.balanceLeaders(ctx, live, restarted); err != nil {
 			b.log.Warn("balance leaders", "err", err)
+		}
+	}
+	if iv := b.cfg.ReplicaBalanceInterval; iv > 0 && now.Sub(c.lastPlacement) >= iv && c.lastLive != nil {
+		c.lastPlacement = now
+		if err := c.balanceReplicas(ctx, live, restarted); err != nil {
+			b.log.Warn("balance replicas", "err", err)
 		}
 	}
 	if len(due) == 0 && c.lastLive != nil && maps.Equal(live, c.lastLive) && maps.Equal(restarted, c.lastRestarted) {
@@ -210,6 +227,9 @@ func (c *controller) duties(ctx context.Context, isController bool) error {
 	changed = changed || moved
 	if !retry {
 		c.lastLive, c.lastRestarted = live, restarted
+		for id := range restarted {
+			delete(c.restarted, id)
+		}
 		for id := range due {
 			c.reassigned[id] = true
 		}
@@ -231,7 +251,17 @@ func (c *controller) duties(ctx context.Context, isController bool) error {
 func elect(st metastore.PartitionState, live, restarted map[int32]bool, unclean bool) (metastore.PartitionState, bool) {
 	good := func(id int32) bool { return live[id] && !restarted[id] }
 	if st.Leader >= 0 && good(st.Leader) {
-		return st, false
+		// A follower that restarted may have lost a tail (or its whole
+		// disk): it leaves the ISR and rejoins once caught up to the high
+		// watermark, so no election can pick it meanwhile. The leader is
+		// unchanged, and so is the epoch (as for the leader's own shrinks).
+		isr := slices.DeleteFunc(slices.Clone(st.ISR), func(id int32) bool { return id != st.Leader && restarted[id] })
+		if len(isr) == len(st.ISR) {
+			return st, false
+		}
+		next := st
+		next.ISR = isr
+		return next, true
 	}
 	firstIn := func(set []int32) int32 {
 		for _, id := range st.Replicas {
@@ -270,6 +300,11 @@ func elect(st metastore.PartitionState, live, restarted map[int32]bool, unclean 
 // partition does not use yet. The newcomer starts empty, catches up from
 // the leader and joins the ISR like any follower.
 func (c *controller) reassign(st metastore.PartitionState, live map[int32]bool, racks map[int32]string) (metastore.PartitionState, bool) {
+	if st.Reassigning() {
+		// A reassignment in progress is for its requester to finish or
+		// cancel (a dead newcomer never joins the ISR, so it never ends).
+		return st, false
+	}
 	now := time.Now()
 	next := st
 	changed := false
@@ -323,6 +358,10 @@ func (c *controller) balanceLeaders(ctx context.Context, live, restarted map[int
 	if err != nil {
 		return err
 	}
+	draining, err := b.draining(ctx)
+	if err != nil {
+		return err
+	}
 	type move struct {
 		st   metastore.PartitionState
 		name string
@@ -340,7 +379,7 @@ func (c *controller) balanceLeaders(ctx context.Context, live, restarted map[int
 			}
 			pref := st.Replicas[0]
 			preferred[pref]++
-			if st.Leader != pref && live[pref] && !restarted[pref] && slices.Contains(st.ISR, pref) {
+			if st.Leader != pref && live[pref] && !restarted[pref] && !draining[pref] && slices.Contains(st.ISR, pref) {
 				candidates = append(candidates, move{st, t.Name})
 			}
 		}

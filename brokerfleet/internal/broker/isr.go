@@ -41,7 +41,8 @@ func (b *Broker) maintainISR() {
 			switch {
 			case err == nil:
 				changed = true
-				b.log.Info("isr changed", "topic", c.Topic.String(), "partition", c.Partition, "isr", c.ISR)
+				b.observeISRChange(c)
+				b.log.Info("isr changed", "topic", c.Topic.String(), "partition", c.Partition, "isr", c.ISR, "replicas", c.Replicas, "leader", c.Leader)
 			case errors.Is(err, metastore.ErrConditionFailed), errors.Is(err, metastore.ErrFenced):
 				changed = true // someone else changed it: re-read
 			default:
@@ -71,7 +72,7 @@ func (b *Broker) isrChanges() []metastore.PartitionState {
 			}
 			lagging := p.LaggingISR(b.cfg.ReplicaLagMax)
 			back := p.CaughtUpOutOfSync()
-			if len(lagging) == 0 && len(back) == 0 {
+			if len(lagging) == 0 && len(back) == 0 && !st.Reassigning() {
 				continue
 			}
 			next := st
@@ -80,6 +81,14 @@ func (b *Broker) isrChanges() []metastore.PartitionState {
 				if slices.Contains(back, id) && !slices.Contains(next.ISR, id) {
 					next.ISR = append(next.ISR, id)
 				}
+			}
+			// A reassignment completes in the write that brings its whole
+			// target into the ISR (or the next one, if it already is).
+			if done, ok := completeReassignment(next); ok {
+				next = done
+			}
+			if slices.Equal(next.ISR, st.ISR) && next.Reassigning() == st.Reassigning() {
+				continue
 			}
 			out = append(out, next)
 		}

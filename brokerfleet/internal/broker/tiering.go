@@ -335,6 +335,7 @@ func (tg *tiering) partitionRound(ctx context.Context, lp ledPartition) error {
 			return err
 		}
 		tg.setManifest(lp.key, st, man, false)
+		b.metrics.tierUploaded(seg.Size)
 		end = tier.SegmentEnd(man)
 		p.SetTier(tier.Start(man), end)
 	}

@@ -95,9 +95,13 @@ func (b *Broker) place(ctx context.Context, from, to int32, rf int16) ([]metasto
 	if err != nil {
 		return nil, err
 	}
+	draining, err := b.draining(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var live []metastore.Broker
 	for _, br := range all {
-		if br.Live {
+		if br.Live && !draining[br.ID] {
 			live = append(live, br)
 		}
 	}

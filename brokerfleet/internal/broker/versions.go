@@ -31,6 +31,8 @@ var apiVersions = []kmsg.ApiVersionsResponseApiKey{
 	{ApiKey: 42, MinVersion: 0, MaxVersion: 2}, // DeleteGroups
 	{ApiKey: 43, MinVersion: 0, MaxVersion: 2}, // ElectLeaders
 	{ApiKey: 44, MinVersion: 0, MaxVersion: 1}, // IncrementalAlterConfigs
+	{ApiKey: 45, MinVersion: 0, MaxVersion: 1}, // AlterPartitionReassignments
+	{ApiKey: 46, MinVersion: 0, MaxVersion: 0}, // ListPartitionReassignments
 	{ApiKey: 47, MinVersion: 0, MaxVersion: 0}, // OffsetDelete
 	{ApiKey: 60, MinVersion: 0, MaxVersion: 1}, // DescribeCluster
 }

@@ -43,6 +43,17 @@ func (p *Partition) SetReplication(self int32, leader bool, replicas, isr []int3
 		wasLeader = false
 	}
 	r.assigned = true
+	if leader && wasLeader {
+		// A follower taken out of the ISR elsewhere (the controller does
+		// that to a restarted broker, whose log may have lost a tail) must
+		// prove again what it holds: what its previous life fetched says
+		// nothing about its disk now.
+		for _, id := range r.isr {
+			if f := r.followers[id]; f != nil && !slices.Contains(isr, id) {
+				f.fetched, f.leo = false, 0
+			}
+		}
+	}
 	r.self, r.leader = self, leader
 	r.replicas, r.isr = slices.Clone(replicas), slices.Clone(isr)
 	if leader && !wasLeader && p.cfg.Load().Durability != topic.DurabilityObject {
