@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -149,6 +150,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 func (c *Consumer) process(ctx context.Context, fs kgo.Fetches) error {
 	var done []*kgo.Record
 	var failed error
+	// routed commits what is done as soon as a failed record has been
+	// routed, so a crash right after does not route it a second time.
+	routed := func() {
+		if err := c.commit(ctx, done); err == nil {
+			done = done[:0]
+		}
+	}
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
 		if failed != nil || ctx.Err() != nil || len(p.Records) == 0 {
 			return
@@ -162,6 +170,9 @@ func (c *Consumer) process(ctx context.Context, fs kgo.Fetches) error {
 					failed = err
 					return
 				}
+				done = append(done, p.Records[len(p.Records)-1])
+				routed()
+				return
 			}
 			done = append(done, p.Records[len(p.Records)-1])
 			return
@@ -175,16 +186,38 @@ func (c *Consumer) process(ctx context.Context, fs kgo.Fetches) error {
 					failed = err
 					return
 				}
+				done = append(done, r)
+				routed()
+				continue
 			}
 			done = append(done, r)
 		}
 	})
-	if len(done) > 0 {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if err := c.cl.CommitRecords(cctx, done...); err != nil {
-			return errors.Join(failed, fmt.Errorf("retry: commit: %w", err))
-		}
+	if err := c.commit(ctx, done); err != nil {
+		return errors.Join(failed, err)
 	}
 	return failed
+}
+
+// commit commits the offsets past records. A commit refused because the
+// group rebalanced (the member or generation is gone, as after a
+// coordinator moved) is not an error: the partitions' new owners get the
+// records again, as Kafka's at-least-once delivery promises.
+func (c *Consumer) commit(ctx context.Context, records []*kgo.Record) error {
+	if len(records) == 0 {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	err := c.cl.CommitRecords(cctx, records...)
+	if err == nil || rebalanced(err) {
+		return nil
+	}
+	return fmt.Errorf("retry: commit: %w", err)
+}
+
+// rebalanced reports whether a commit failed because the group moved on.
+func rebalanced(err error) bool {
+	return errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.IllegalGeneration) ||
+		errors.Is(err, kerr.RebalanceInProgress) || errors.Is(err, kerr.FencedInstanceID)
 }

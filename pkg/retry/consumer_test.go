@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -198,5 +199,14 @@ func TestBatchConsumerDeadLetters(t *testing.T) {
 		require.Equal(t, 1, st.Attempts)
 		require.Equal(t, "batch failed", st.LastError)
 		require.Len(t, st.History, 1)
+	}
+}
+
+func TestCommitRefusedByARebalanceIsNotAnError(t *testing.T) {
+	for _, err := range []error{kerr.UnknownMemberID, kerr.IllegalGeneration, kerr.RebalanceInProgress, fmt.Errorf("commit: %w", kerr.FencedInstanceID)} {
+		require.True(t, rebalanced(err), "%v", err)
+	}
+	for _, err := range []error{kerr.GroupAuthorizationFailed, kerr.CoordinatorNotAvailable, errors.New("eof")} {
+		require.False(t, rebalanced(err), "%v", err)
 	}
 }
