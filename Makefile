@@ -3,7 +3,7 @@ GO        ?= go
 FUZZTIME  ?= 20s
 BENCHARGS ?=
 
-.PHONY: test e2e bench fuzz lint build lambdas
+.PHONY: test e2e bench fuzz lint build lambdas infra-test demo
 
 build:
 	$(GO) build ./...
@@ -12,6 +12,29 @@ build:
 # skip locally; .ci/run sets STRATA_REQUIRE_ALL=1 so they fail instead.
 test:
 	$(GO) test -race -count=1 -timeout 25m ./...
+
+# The CDK app (its own module, so the broker's tests never compile CDK):
+# template assertions, the IAM check and a real offline `cdk synth` (needs
+# `npm ci --prefix infra`; forced on by STRATA_REQUIRE_ALL=1).
+infra-test:
+	cd infra && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
+
+# The order pipeline (e2e/orders) against a fresh `brokerfleet dev` in a
+# temporary directory, with a live summary. PostgreSQL: $$STRATA_POSTGRES_URL,
+# or a throwaway server from Debian's postgresql package. DEMOARGS go to
+# `orders demo` (e.g. -count 50000 -rate 5000). Needs ports 9092-9094, 8081
+# and 9644-9646 free.
+DEMOARGS ?=
+demo:
+	@set -e; dir=$$(mktemp -d); pid=; \
+	trap 'test -z "$$pid" || { kill $$pid; wait $$pid; } 2>/dev/null; rm -rf $$dir' EXIT INT TERM; \
+	$(GO) build -o $$dir/ ./brokerfleet ./e2e/orders/cmd/orders; \
+	$$dir/brokerfleet dev -data $$dir/data >$$dir/dev.out 2>$$dir/dev.log & pid=$$!; \
+	for i in $$(seq 1 120); do grep -q 'strata ready' $$dir/dev.out && break; \
+	  kill -0 $$pid 2>/dev/null || { cat $$dir/dev.log; exit 1; }; sleep 0.5; done; \
+	grep -q 'strata ready' $$dir/dev.out || { echo 'brokerfleet dev: no ready line in 60s'; tail $$dir/dev.log; exit 1; }; \
+	cat $$dir/dev.out; \
+	$$dir/orders demo $(DEMOARGS)
 
 # End-to-end tests driving whole clusters (build tag e2e).
 e2e:

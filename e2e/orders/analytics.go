@@ -1,0 +1,98 @@
+package orders
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// RunAnalytics consumes Topic in group GroupAnalytics until ctx ends,
+// loading each poll's orders into analytics' order facts in one
+// transaction (LoadFacts: orders already there stay as they are, so
+// redelivered records and retried copies change nothing) and committing
+// the poll's offsets after it. loaded counts records handled.
+func RunAnalytics(ctx context.Context, cfg ConsumerConfig, loaded *atomic.Int64) error {
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	conn, err := pgx.Connect(ctx, cfg.PostgresURL)
+	if err != nil {
+		return fmt.Errorf("orders: analytics: connect to PostgreSQL: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if err := Migrate(ctx, conn, cfg.Schemas); err != nil {
+		return err
+	}
+	codec, err := NewCodec(cfg.Registries...)
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(cfg.Seeds...),
+		kgo.ClientID("orders-analytics"),
+		kgo.ConsumerGroup(GroupAnalytics),
+		kgo.ConsumeTopics(Topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(), // nothing is committed for a partition that moved mid-poll
+		kgo.FetchMaxWait(500 * time.Millisecond),
+	}, cfg.Timing.opts()...)...)
+	if err != nil {
+		return fmt.Errorf("orders: analytics client: %w", err)
+	}
+	defer cl.Close() // leaves the group
+	cfg.Logger.Info("analytics: consuming", "topic", Topic, "group", GroupAnalytics)
+	for ctx.Err() == nil {
+		fs := cl.PollRecords(ctx, 1000)
+		if fs.IsClientClosed() {
+			break
+		}
+		fs.EachError(func(t string, p int32, err error) {
+			if ctx.Err() == nil {
+				cfg.Logger.Warn("analytics: fetch", "topic", t, "partition", p, "err", err)
+			}
+		})
+		err := analyticsPoll(ctx, cfg, conn, codec, cl, fs, loaded)
+		cl.AllowRebalance()
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func analyticsPoll(ctx context.Context, cfg ConsumerConfig, conn *pgx.Conn, codec *Codec, cl *kgo.Client, fs kgo.Fetches, loaded *atomic.Int64) error {
+	recs := fs.Records()
+	if len(recs) == 0 {
+		return nil
+	}
+	facts := make([]Fact, 0, len(recs))
+	for _, r := range recs {
+		o, err := codec.Decode(ctx, r.Value)
+		if err != nil {
+			return fmt.Errorf("orders: analytics: %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+		}
+		facts = append(facts, Fact{Order: o, Partition: r.Partition, Offset: r.Offset})
+	}
+	if err := LoadFacts(ctx, conn, cfg.Schemas, facts); err != nil {
+		return err
+	}
+	if loaded != nil {
+		loaded.Add(int64(len(recs)))
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := cl.CommitRecords(cctx, recs...); err != nil {
+		// Loaded but not committed: the records come again and change
+		// nothing. Not worth stopping for.
+		cfg.Logger.Warn("analytics: commit", "records", len(recs), "err", err)
+	}
+	return nil
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package orders
+
+import "syscall"
+
+func setDeathSignal(*syscall.SysProcAttr) {}
