@@ -26,6 +26,8 @@ var (
 		"Partitions this broker leads whose ISR is smaller than their replica set.", nil, nil)
 	descUnderMinISR = prometheus.NewDesc("strata_under_min_isr_partitions",
 		"Partitions this broker leads whose ISR is smaller than the topic's min.insync.replicas (acks=all produce fails).", nil, nil)
+	descReassigning = prometheus.NewDesc("strata_reassigning_partitions",
+		"Partitions this broker leads with a replica reassignment in progress (replicas being added or removed).", nil, nil)
 	descOffline = prometheus.NewDesc("strata_offline_partitions",
 		"Partitions without a leader, reported by the controller only (0 on the other brokers), so the cluster sum counts each once.", nil, nil)
 	descController = prometheus.NewDesc("strata_controller",
@@ -43,7 +45,7 @@ var (
 )
 
 func describePartitions(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPartitions, descLeaders, descUnderReplicated, descUnderMinISR,
+	for _, d := range []*prometheus.Desc{descPartitions, descLeaders, descUnderReplicated, descUnderMinISR, descReassigning,
 		descOffline, descController, descTierLag, descTierBacklogSegments, descTierBacklogBytes, descS3Requests, descS3Bytes} {
 		ch <- d
 	}
@@ -51,7 +53,7 @@ func describePartitions(ch chan<- *prometheus.Desc) {
 
 // partitionCounts is one pass over the partition states.
 type partitionCounts struct {
-	hosted, leaders, underReplicated, underMinISR, offline int
+	hosted, leaders, underReplicated, underMinISR, reassigning, offline int
 }
 
 func (b *Broker) countPartitions() partitionCounts {
@@ -70,8 +72,13 @@ func (b *Broker) countPartitions() partitionCounts {
 				continue
 			}
 			c.leaders++
-			if len(st.ISR) < len(st.Replicas) {
+			// Replicas being added by a reassignment do not count (Kafka
+			// measures against the original replication factor).
+			if len(st.ISR) < len(st.Replicas)-len(st.AddingReplicas) {
 				c.underReplicated++
+			}
+			if st.Reassigning() {
+				c.reassigning++
 			}
 			if int32(len(st.ISR)) < ts.cfg.MinInsyncReplicas {
 				c.underMinISR++
@@ -98,6 +105,7 @@ func (b *Broker) collectPartitions(ch chan<- prometheus.Metric) {
 	gauge(descLeaders, float64(c.leaders))
 	gauge(descUnderReplicated, float64(c.underReplicated))
 	gauge(descUnderMinISR, float64(c.underMinISR))
+	gauge(descReassigning, float64(c.reassigning))
 	gauge(descOffline, float64(c.offline))
 	gauge(descController, boolFloat(isController))
 

@@ -235,6 +235,11 @@ func TestAlterPartitionReassignments(t *testing.T) {
 	require.Equal(t, lr["moved"][0].Replicas, named["moved"][0].Replicas)
 	require.Equal(t, []int32{spare}, lr["moved"][0].AddingReplicas)
 	require.Equal(t, []int32{before.Leader}, lr["moved"][0].RemovingReplicas)
+	reassigning := 0.0
+	for _, b := range brokers {
+		reassigning += sum(gather(t, b.Broker.Gatherer()), "strata_reassigning_partitions", nil)
+	}
+	require.Equal(t, 1.0, reassigning, "the leader reports the move in progress")
 
 	var after kadm.PartitionDetail
 	waitFor(t, "the reassignment to complete", func() bool {
