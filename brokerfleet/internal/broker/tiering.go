@@ -297,17 +297,20 @@ func (tg *tiering) partitionRound(ctx context.Context, lp ledPartition) error {
 		tg.parts[lp.key] = st
 		tg.mu.Unlock()
 	}
-	if st.fenced {
+	// The WAL loop and DeleteRecords update st under tg.mu too: read it
+	// under the lock every time.
+	if _, fenced := tg.snapshot(st); fenced {
 		return nil
 	}
-	if lp.cfg.object && walEntries(st.man) >= maxWALEntries {
+	if man, _ := tg.snapshot(st); lp.cfg.object && walEntries(man) >= maxWALEntries {
 		// Replace the WAL entries by a segment upload before the manifest
 		// grows: close the active segment (uploaded once committed).
 		if err := p.Roll(); err != nil {
 			return err
 		}
 	}
-	end := tier.SegmentEnd(st.man)
+	cur, _ := tg.snapshot(st)
+	end := tier.SegmentEnd(cur)
 	for _, seg := range p.ClosedSegments() {
 		if seg.NextOffset <= end {
 			continue
@@ -325,7 +328,8 @@ func (tg *tiering) partitionRound(ctx context.Context, lp ledPartition) error {
 			}
 			return err
 		}
-		man, err := tg.t.Upload(ctx, lp.key.id, lp.key.partition, epoch, st.man, seg, f)
+		cur, _ := tg.snapshot(st)
+		man, err := tg.t.Upload(ctx, lp.key.id, lp.key.partition, epoch, cur, seg, f)
 		f.Close()
 		if errors.Is(err, tier.ErrFenced) {
 			tg.setManifest(lp.key, st, man, true)
@@ -344,22 +348,32 @@ func (tg *tiering) partitionRound(ctx context.Context, lp ledPartition) error {
 		if retention < 0 {
 			retention = -1
 		}
-		man, err := tg.t.Expire(ctx, lp.key.id, lp.key.partition, epoch, st.man, retention, lp.cfg.retentionBytes)
+		cur, _ := tg.snapshot(st)
+		man, err := tg.t.Expire(ctx, lp.key.id, lp.key.partition, epoch, cur, retention, lp.cfg.retentionBytes)
 		if err != nil {
 			return err
 		}
-		if man.Version != st.man.Version {
+		if man.Version != cur.Version {
 			tg.setManifest(lp.key, st, man, false)
 			p.SetTier(tier.Start(man), max(tier.SegmentEnd(man), p.UploadedTo()))
 		}
 	}
 	if time.Since(st.lastGC) >= b.cfg.TierOrphanGrace/2 {
 		st.lastGC = time.Now()
-		if _, err := tg.t.Collect(ctx, lp.key.id, lp.key.partition, st.man); err != nil {
+		cur, _ := tg.snapshot(st)
+		if _, err := tg.t.Collect(ctx, lp.key.id, lp.key.partition, cur); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// snapshot returns a partition's cached manifest and whether its leader
+// epoch was fenced, read under tg.mu.
+func (tg *tiering) snapshot(st *tierState) (metastore.Manifest, bool) {
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	return st.man, st.fenced
 }
 
 // setManifest caches a partition's newer manifest and deletes the WAL
