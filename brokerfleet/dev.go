@@ -38,7 +38,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fs.PrintDefaults()
 	}
 	brokerFlags(fs, &cfg, &listen, &logLevel)
-	httpAddr := fs.String("http", "127.0.0.1:9644", "address of broker 0's Prometheus metrics (/metrics); broker i uses the port + i (random ports when it is 0; empty: off)")
+	httpAddr := fs.String("http", "127.0.0.1:9644", "address of broker 0's Prometheus metrics (/metrics) and health check (/healthz); broker i uses the port + i (random ports when it is 0; empty: off)")
 	registryAddr := fs.String("registry", "127.0.0.1:8081", "address of the schema registry (Confluent REST API at the root path) and the DLQ console (/console/); empty: off")
 	tiered := fs.Bool("tier", true, "run an in-process S3 stand-in (persistent in <data>/s3.db) as the long-term tier")
 	brokers := fs.Int("brokers", 3, "number of brokers; broker i listens on the -listen port + i (all on random ports when it is 0)")

@@ -29,14 +29,23 @@ type fleet struct {
 	dirs     [3]string
 	procs    [3]*devProcess
 	lease    time.Duration
+	// listen is each broker's address once started: a restarted broker
+	// comes back on it, as a broker behind a stable name would, so
+	// clients that knew it reach it again.
+	listen [3]string
 }
 
 func (f *fleet) start(id int) {
-	f.procs[id] = startProcess(f.t, "serve", "-node-id", strconv.Itoa(id), "-listen", "127.0.0.1:0", "-data", f.dirs[id],
+	listen := f.listen[id]
+	if listen == "" {
+		listen = "127.0.0.1:0"
+	}
+	f.procs[id] = startProcess(f.t, "serve", "-node-id", strconv.Itoa(id), "-listen", listen, "-data", f.dirs[id],
 		"-metastore", "dynamodb://strata-failover", "-aws-endpoint", f.endpoint, "-create-table",
 		"-lease", f.lease.String(), "-lease-margin", "500ms", "-replica-lag-max", "2s", "-watch-interval", "200ms",
 		"-log-level", logLevel())
 	p := f.procs[id]
+	f.listen[id] = p.addr
 	f.t.Cleanup(func() {
 		if dir := os.Getenv("STRATA_FAILOVER_LOGS"); dir != "" {
 			name := filepath.Join(dir, fmt.Sprintf("broker-%d-%s.log", id, strings.ReplaceAll(p.addr, ":", "_")))

@@ -110,6 +110,7 @@ type adminFlags struct {
 	bootstrap string
 	json      bool
 	timeout   time.Duration
+	security  clientSecurityFlags // TLS and SASL (clientsecurity.go)
 
 	seeds []string // bootstrap, split and checked by parse
 }
@@ -122,6 +123,7 @@ func (f *adminFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.bootstrap, "bootstrap", f.bootstrap, "brokers to contact, `host:port[,host:port...]`; STRATA_BOOTSTRAP sets the default")
 	fs.BoolVar(&f.json, "json", false, "print one indented JSON document instead of tables")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "limit for the whole command, connecting included")
+	f.security.register(fs)
 }
 
 // parse parses args, which may mix flags and positional arguments, and
@@ -147,7 +149,11 @@ func (f *adminFlags) parse(fs *flag.FlagSet, args []string, stderr io.Writer) ([
 // connect returns an admin client for the bootstrap brokers and a context
 // bounded by -timeout; the caller closes the client and cancels.
 func (f *adminFlags) connect(ctx context.Context) (*kadm.Client, context.Context, context.CancelFunc, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(f.seeds...), kgo.ClientID("brokerfleet-groups"))
+	sec, err := f.security.opts()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(f.seeds...), kgo.ClientID("brokerfleet-groups")}, sec...)...)
 	if err != nil {
 		return nil, nil, nil, err
 	}

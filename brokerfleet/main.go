@@ -4,6 +4,12 @@
 //	brokerfleet serve   one broker, configured by flags and STRATA_* variables
 //	brokerfleet bench   throughput and latency, side by side with kfake
 //	brokerfleet groups  list, describe, delete and reset consumer groups
+//	brokerfleet users   list, set and delete SASL/SCRAM users
+//	brokerfleet topics  list, describe, create, alter and delete topics
+//	brokerfleet brokers list brokers; drain one before stopping it
+//	brokerfleet partitions reassign partitions, list reassignments, elect leaders
+//	brokerfleet lag     a live view of consumer group lag
+//	brokerfleet health  check a broker's /healthz (the container health check)
 //	brokerfleet dlq     list, show, replay or purge dead letters
 //	brokerfleet trigger invoke a Lambda function with a topic's records
 //
@@ -28,6 +34,12 @@ commands:
   serve   run one broker, configured by flags or STRATA_* environment variables
   bench   measure throughput and latency against kfake as the baseline
   groups  list, describe, delete or reset consumer groups (admin API, -bootstrap)
+  users   list, set or delete SASL/SCRAM users (admin API, -bootstrap)
+  topics  list, describe, create, alter or delete topics (admin API, -bootstrap)
+  brokers list brokers, or drain one (move its replicas off) before stopping it
+  partitions reassign partitions, list reassignments or elect leaders
+  lag     a live view of consumer group lag per group, topic and partition
+  health  exit 0 if a broker is healthy (its -http /healthz answers 200), else 1
   dlq     list, show, replay or purge dead letters (via the DLQ console, -console)
   trigger invoke a Lambda function with a topic's records, as AWS's Kafka event source
 
@@ -59,8 +71,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runDLQ(ctx, args[1:], stdout, stderr)
 	case "trigger":
 		err = runTrigger(ctx, args[1:], stdout, stderr)
+	case "health":
+		err = runHealth(ctx, args[1:], stdout, stderr)
 	case "groups":
 		err = runGroups(ctx, args[1:], stdout, stderr)
+	case "users":
+		err = runUsers(ctx, args[1:], stdout, stderr)
+	case "topics":
+		err = runTopics(ctx, args[1:], stdout, stderr)
+	case "brokers":
+		err = runBrokers(ctx, args[1:], stdout, stderr)
+	case "partitions":
+		err = runPartitions(ctx, args[1:], stdout, stderr)
+	case "lag":
+		err = runLag(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

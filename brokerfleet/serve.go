@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,6 +56,16 @@ func brokerFlags(fs *flag.FlagSet, cfg *broker.Config, listen *string, logLevel 
 	fs.DurationVar(&cfg.WatchInterval, "watch-interval", cfg.WatchInterval, "how often the metastore is polled for metadata changes (one read each)")
 	fs.DurationVar(&cfg.ReassignAfter, "reassign-after", cfg.ReassignAfter, "the controller moves the replicas of a broker dead this long to other live brokers")
 	fs.DurationVar(&cfg.LeaderRebalanceInterval, "leader-rebalance-interval", cfg.LeaderRebalanceInterval, "how often the controller moves leadership back to preferred replicas for brokers leading under 90% of theirs (0: never)")
+	fs.DurationVar(&cfg.ReplicaBalanceInterval, "replica-balance-interval", cfg.ReplicaBalanceInterval, "how often the controller moves replicas off draining brokers and onto brokers with fewer replicas (0: never)")
+	fs.IntVar(&cfg.MaxReassignments, "max-reassignments", cfg.MaxReassignments, "most partition moves the controller keeps in progress at once")
+	fs.Func("reassign-throttle", fmt.Sprintf("bytes per second a leader sends to replicas being added by a reassignment (0: unthrottled; default %d)", cfg.ReassignThrottle), func(s string) error {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || v < 0 {
+			return fmt.Errorf("%q is not a byte rate", s)
+		}
+		cfg.ReassignThrottle = v
+		return nil
+	})
 	fs.DurationVar(&cfg.ReplicaLagMax, "replica-lag-max", cfg.ReplicaLagMax, "a follower that has not caught up for this long leaves the ISR (replica.lag.time.max.ms)")
 	fs.DurationVar(&cfg.GroupMinSessionTimeout, "group-min-session-timeout", cfg.GroupMinSessionTimeout, "shortest session timeout a consumer group member may ask for (group.min.session.timeout.ms)")
 	fs.DurationVar(&cfg.GroupMaxSessionTimeout, "group-max-session-timeout", cfg.GroupMaxSessionTimeout, "longest session timeout a consumer group member may ask for (group.max.session.timeout.ms)")
@@ -75,17 +87,31 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fs.PrintDefaults()
 	}
 	brokerFlags(fs, &cfg, &listen, &logLevel)
-	fs.Func("node-id", "this broker's node id (default 0)", func(s string) error { return parseInt32(s, &cfg.NodeID) })
-	fs.StringVar(&cfg.Advertise, "advertise", "", "host:port clients should connect to (default: the listen address)")
-	fs.StringVar(&cfg.Rack, "rack", "", "this broker's rack, usually its availability zone")
+	fs.Func("node-id", "this broker's node id, or auto: the lowest id no live broker holds (default 0)", func(s string) error {
+		if s == "auto" {
+			cfg.NodeID = broker.AutoNodeID
+			return nil
+		}
+		if err := parseInt32(s, &cfg.NodeID); err != nil || cfg.NodeID < 0 {
+			return fmt.Errorf("%q is not a node id (a number from 0, or auto)", s)
+		}
+		return nil
+	})
+	fs.StringVar(&cfg.Advertise, "advertise", "", "host:port clients should connect to (default: the listen address; for 0.0.0.0 the ECS task's address, else the first non-loopback IPv4 address)")
+	fs.StringVar(&cfg.Rack, "rack", "", "this broker's rack, usually its availability zone; auto: the ECS task's availability zone")
 	httpAddr := ""
-	fs.StringVar(&httpAddr, "http", httpAddr, "address to serve Prometheus metrics on at /metrics (host:port; empty: off)")
+	fs.StringVar(&httpAddr, "http", httpAddr, "address to serve Prometheus metrics on at /metrics and the health check at /healthz (host:port; empty: off)")
+	var emfInterval time.Duration
+	fs.DurationVar(&emfInterval, "emf-interval", 0, "write the CloudWatch metrics (Embedded Metric Format, namespace Strata) as one JSON line on stdout this often (0: off)")
 	registryAddr := ""
 	fs.StringVar(&registryAddr, "registry", registryAddr, "address to serve the Confluent-compatible schema registry on, at the root path (host:port, e.g. :8081; empty: off)")
 	var mf metaFlags
 	mf.register(fs)
 	var of objectFlags
 	of.register(fs)
+	var sf securityFlags
+	sf.register(fs)
+	testHookFlags(fs, &cfg) // test-only, with STRATA_TEST_HOOKS=1 (testhooks.go)
 	if err := parseFlags(fs, args, stderr, true); err != nil {
 		return err
 	}
@@ -94,6 +120,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	cfg.Logger = logger
+	if err := sf.apply(&cfg, &listen); err != nil {
+		return usageError{err}
+	}
+	if cfg.Rack == "auto" {
+		if cfg.Rack, err = autoRack(ctx); err != nil {
+			return err
+		}
+	}
 	if err := cfg.ValidateSettings(); err != nil {
 		return usageError{err}
 	}
@@ -103,13 +137,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer closer.Close()
 	cfg.Meta = meta
+	if err := sf.bootstrapAdmin(ctx, meta); err != nil {
+		return err
+	}
 	if cfg.Objects, err = of.open(ctx, mf.endpoint, mf.region); err != nil {
 		return err
 	}
 	if err := cfg.Validate(); err != nil {
 		return usageError{err}
 	}
-	return serveBrokers(ctx, stdout, logger, []brokerSpec{{cfg: cfg, listen: listen, http: httpAddr, registry: registryAddr}})
+	if emfInterval < 0 {
+		return usageError{fmt.Errorf("invalid value %v for flag -emf-interval: negative", emfInterval)}
+	}
+	return serveBrokers(ctx, stdout, logger, []brokerSpec{{cfg: cfg, listen: listen, http: httpAddr, registry: registryAddr, emf: emfInterval}})
 }
 
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {
@@ -123,9 +163,10 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 type brokerSpec struct {
 	cfg      broker.Config
 	listen   string
-	http     string // metrics address; empty: none
-	registry string // schema registry address; empty: none
-	console  bool   // also serve the DLQ console at <registry>/console/
+	http     string        // metrics and health check address; empty: none
+	emf      time.Duration // CloudWatch EMF lines on stdout this often; 0: none
+	registry string        // schema registry address; empty: none
+	console  bool          // also serve the DLQ console at <registry>/console/
 	// settle delays the ready line until the coordinator shards are
 	// spread over the brokers of this process (dev, where they start
 	// together; a serve process is one of a fleet started apart).
@@ -143,7 +184,11 @@ func serveBrokers(ctx context.Context, stdout io.Writer, logger *slog.Logger, sp
 			}
 		}
 	}()
-	errc := make(chan error, len(specs))
+	nListeners := 0
+	for _, s := range specs {
+		nListeners += max(1, len(s.cfg.Security.Listeners))
+	}
+	errc := make(chan error, nListeners) // one per Serve
 	var addrs []string
 	for _, s := range specs {
 		ln, err := net.Listen("tcp", s.listen)
@@ -151,16 +196,30 @@ func serveBrokers(ctx context.Context, stdout io.Writer, logger *slog.Logger, sp
 			return fmt.Errorf("listen on %s (flag -listen): %w", s.listen, err)
 		}
 		if s.cfg.Advertise == "" {
-			s.cfg.Advertise = ln.Addr().String()
+			if s.cfg.Advertise, err = advertiseFor(ctx, ln.Addr()); err != nil {
+				ln.Close()
+				return err
+			}
+		}
+		extra, err := listenExtra(ctx, &s.cfg)
+		if err != nil {
+			ln.Close()
+			return err
 		}
 		b, err := broker.New(s.cfg)
 		if err != nil {
 			ln.Close()
+			for _, l := range extra {
+				l.Close()
+			}
 			return err
 		}
 		brokers = append(brokers, b)
 		addrs = append(addrs, s.cfg.Advertise)
 		go func() { errc <- b.Serve(ln) }()
+		for name, l := range extra {
+			go func() { errc <- b.ServeListener(name, l) }()
+		}
 	}
 	for i, s := range specs {
 		b := brokers[i]
@@ -170,7 +229,7 @@ func serveBrokers(ctx context.Context, stdout io.Writer, logger *slog.Logger, sp
 				return err
 			}
 			defer srv.Close()
-			logger.Info("serving metrics", "broker", s.cfg.NodeID, "url", "http://"+srv.Addr+"/metrics")
+			logger.Info("serving metrics and health", "broker", s.cfg.NodeID, "url", "http://"+srv.Addr+"/metrics", "health", "http://"+srv.Addr+"/healthz")
 		}
 		if s.registry != "" {
 			ln, err := net.Listen("tcp", s.registry)
@@ -213,6 +272,16 @@ func serveBrokers(ctx context.Context, stdout io.Writer, logger *slog.Logger, sp
 		}
 	}
 	fmt.Fprintf(stdout, "strata ready: bootstrap %s\n", strings.Join(addrs, ","))
+	// EMF lines share stdout, after the ready line.
+	emfOut := &lockedWriter{w: stdout}
+	emfCtx, stopEMF := context.WithCancel(ctx)
+	var emfDone sync.WaitGroup
+	defer func() { stopEMF(); emfDone.Wait() }()
+	for i, s := range specs {
+		if s.emf > 0 {
+			emfDone.Go(func() { brokers[i].RunEMF(emfCtx, emfOut, s.emf) })
+		}
+	}
 	select {
 	case <-ctx.Done():
 		logger.Info("shutting down")
@@ -223,13 +292,52 @@ func serveBrokers(ctx context.Context, stdout io.Writer, logger *slog.Logger, sp
 }
 
 // serveMetrics serves the broker's Prometheus metrics (and the Go runtime's
-// and the process's) at /metrics on addr.
+// and the process's) at /metrics and its health at /healthz on addr.
 func serveMetrics(addr string, b *broker.Broker) (*http.Server, error) {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(b.Collector(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return serveHTTP(addr, "-http", metricsHandler(b))
+}
+
+// metricsHandler serves GET /metrics: the broker's own registry (only this
+// broker's series, even when several brokers share the process, as in dev)
+// beside the Go runtime and process collectors; GET /healthz: 200 "ok"
+// while the broker holds a valid registration lease, 503 with the reason
+// otherwise; and GET /readyz: 200 once it has also caught up on every
+// partition it hosts (broker.Ready).
+func metricsHandler(b *broker.Broker) http.Handler {
+	proc := prometheus.NewRegistry()
+	proc.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	return serveHTTP(addr, "-http", mux)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{b.Gatherer(), proc}, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		if err := b.Healthy(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		if err := b.Ready(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ready\n")
+	})
+	return mux
+}
+
+// lockedWriter serializes writes, so lines written by several goroutines
+// in one Write each do not interleave.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // serveHTTP serves h on addr until the returned server is closed.

@@ -20,6 +20,9 @@ type Broker struct {
 	Epoch       int64  `json:"-"` // lease epoch: grows with every new incarnation
 	Version     int64  `json:"-"` // grows with every heartbeat
 	Live        bool   `json:"-"` // holder field set (not released)
+	// Listeners maps every listener's name to its advertised host:port
+	// (Endpoint is the default listener's); empty for one-listener brokers.
+	Listeners map[string]string `json:"listeners,omitempty"`
 }
 
 // brokerRecord is the lease record plus the registration.

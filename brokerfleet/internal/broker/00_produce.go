@@ -65,6 +65,9 @@ func (b *Broker) handleProduce(cc *clientConn, req *kmsg.ProduceRequest) func() 
 		if len(waits) == 0 {
 			return resp
 		}
+		if b.cfg.UnsafeAckBeforeReplication { // test-only: see Config
+			return resp
+		}
 		ctx, cancel := context.WithTimeout(cc.ctx, time.Duration(max(req.TimeoutMillis, 0))*time.Millisecond)
 		defer cancel()
 		for _, w := range waits {

@@ -46,6 +46,8 @@ type Broker struct {
 	// reassignThrottle caps what is sent to replicas being added by a
 	// reassignment; nil when unthrottled.
 	reassignThrottle *throttle
+	secured          bool        // listeners with TLS or SASL, or ACLs: connections carry a connSecurity
+	authz            *authorizer // nil when ACLs are off
 
 	host string
 	port int32
@@ -86,7 +88,7 @@ type topicState struct {
 // if needed recovers) their partition logs, and starts registering this
 // incarnation, watching for metadata changes and applying retention.
 func New(cfg Config) (*Broker, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := errors.Join(cfg.Validate(), cfg.Security.validateAdvertised()); err != nil {
 		return nil, err
 	}
 	if cfg.FS == nil {
@@ -100,6 +102,9 @@ func New(cfg Config) (*Broker, error) {
 	}
 	if cfg.Incarnation == "" {
 		cfg.Incarnation = newIncarnation()
+	}
+	if cfg.Advertise == "" {
+		cfg.Advertise = cfg.Security.defaultListener().Advertise
 	}
 	defaults, err := topic.NewDefaults(cfg.TopicDefaults)
 	if err != nil {
@@ -126,6 +131,7 @@ func New(cfg Config) (*Broker, error) {
 		lns: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{},
 	}
 	b.repl.b = b
+	b.initSecurity(ctx)
 	b.metrics = metrics.register(b)
 	b.reassignThrottle = newThrottle(cfg.ReassignThrottle)
 	b.registry = schemaregistry.New(cfg.Meta, schemaregistry.Options{})
@@ -137,7 +143,7 @@ func New(cfg Config) (*Broker, error) {
 	b.lease = claimed
 	if b.lease == nil {
 		b.lease, err = cfg.Meta.BrokerLease(metastore.Broker{
-			ID: cfg.NodeID, Endpoint: cfg.Advertise, Rack: cfg.Rack, Incarnation: cfg.Incarnation,
+			ID: cfg.NodeID, Endpoint: cfg.Advertise, Listeners: cfg.Security.advertised(cfg.Advertise), Rack: cfg.Rack, Incarnation: cfg.Incarnation,
 		}, cfg.Lease)
 	}
 	if err != nil {
@@ -236,15 +242,16 @@ func (b *Broker) openPartition(t metastore.Topic, i int32, cfg topic.Config) (*p
 	return p, nil
 }
 
-// Serve accepts Kafka connections on ln until Close. The first listener
-// served also decides the advertised address when Config.Advertise is empty.
+// Serve accepts Kafka connections on ln for the default listener (see
+// ServeListener for the others) until Close. The first one served also
+// decides the advertised address when Config.Advertise is empty.
 func (b *Broker) Serve(ln net.Listener) error {
 	b.connMu.Lock()
 	if b.closed {
 		b.connMu.Unlock()
 		return net.ErrClosed
 	}
-	if b.host == "" {
+	if _, named := ln.(namedListener); b.host == "" && !named { // the default listener decides
 		adv := b.cfg.Advertise
 		if adv == "" {
 			adv = ln.Addr().String()
@@ -497,6 +504,7 @@ func (b *Broker) watch() {
 		if err := b.reconcile(ctx); err != nil && b.ctx.Err() == nil {
 			b.log.Warn("apply metadata change", "err", err)
 		}
+		b.reloadACLs(ctx)
 	}, func(err error) {
 		b.log.Warn("poll metadata changes", "err", err)
 	})
@@ -587,7 +595,7 @@ func (b *Broker) leaderPartition(name string, idx int32) (*partition.Partition, 
 // visible), sorted by id.
 func (b *Broker) clusterBrokers() []metastore.Broker {
 	host, port := b.Addr()
-	self := metastore.Broker{ID: b.cfg.NodeID, Endpoint: net.JoinHostPort(host, strconv.Itoa(int(port))), Rack: b.cfg.Rack, Live: true}
+	self := metastore.Broker{ID: b.cfg.NodeID, Endpoint: net.JoinHostPort(host, strconv.Itoa(int(port))), Listeners: b.cfg.Security.advertised(b.cfg.Advertise), Rack: b.cfg.Rack, Live: true}
 	b.mu.RLock()
 	out := make([]metastore.Broker, 0, len(b.peers)+1)
 	out = append(out, self)

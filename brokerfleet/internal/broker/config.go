@@ -110,11 +110,19 @@ type Config struct {
 	// partitions are written to S3 (one shared object per flush); acks
 	// wait for it.
 	ObjectFlushInterval time.Duration
+	// Security configures listeners, TLS, SASL and ACLs (security.go);
+	// the zero value is one plaintext listener without authentication.
+	Security Security
 	// Logger receives operational logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Now is the wall clock (for LogAppendTime and retention); nil means
 	// time.Now.
 	Now func() time.Time
+	// UnsafeAckBeforeReplication is a test-only hook (serve's hidden
+	// -test-unsafe-ack, allowed only with STRATA_TEST_HOOKS=1): acks=all
+	// is answered right after the leader's append, before replication, so
+	// e2e/chaos can show its checker catches the writes this loses.
+	UnsafeAckBeforeReplication bool
 }
 
 // DefaultConfig returns the defaults of `brokerfleet serve`.
@@ -222,6 +230,7 @@ func (c *Config) ValidateSettings() error {
 			errs = append(errs, fmt.Errorf("advertise: %w", err))
 		}
 	}
+	errs = append(errs, c.Security.validate()...)
 	if _, err := topic.NewDefaults(c.TopicDefaults); err != nil {
 		errs = append(errs, fmt.Errorf("topic default: %w", err))
 	}

@@ -33,9 +33,14 @@ type clientConn struct {
 	ctx      context.Context // cancelled when the connection or broker closes
 	clientID string
 	remote   string
+	sec      *connSecurity // nil when security is off
 }
 
 func (b *Broker) serveConn(nc net.Conn) {
+	var sec *connSecurity
+	if b.secured {
+		nc, sec = b.secureConn(nc)
+	}
 	ctx, cancel := context.WithCancel(b.ctx)
 	defer cancel()
 	queue := make(chan pending, pendingDepth)
@@ -50,16 +55,31 @@ func (b *Broker) serveConn(nc net.Conn) {
 		nc.Close()
 	}()
 
-	cc := &clientConn{ctx: ctx, remote: nc.RemoteAddr().String()}
+	cc := &clientConn{ctx: ctx, remote: nc.RemoteAddr().String(), sec: sec}
+	if !b.startSecurity(nc, cc) {
+		return
+	}
 	br := bufio.NewReaderSize(nc, 64<<10)
 	for {
-		frame, err := readFrame(br, b.cfg.MaxRequestBytes)
+		frame, err := readFrame(br, cc.frameLimit(b.cfg.MaxRequestBytes))
 		start := time.Now()
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
 				b.log.Debug("closing connection", "remote", cc.remote, "err", err)
 			}
 			return
+		}
+		if cc.sec != nil && cc.sec.rawTokens {
+			p := b.rawSASLToken(cc, frame, start)
+			select {
+			case queue <- p:
+			case <-ctx.Done():
+				return
+			}
+			if p.last {
+				return
+			}
+			continue
 		}
 		hdr, req, err := parseRequest(frame)
 		if err != nil {
@@ -81,7 +101,7 @@ func (b *Broker) serveConn(nc net.Conn) {
 			p.raw = appendUnsupported(nil, hdr.correlationID)
 			p.last = true
 		default:
-			if !b.dispatch(cc, req, &p) {
+			if !b.dispatchSecured(cc, req, &p) {
 				b.metrics.responded(p.key, req, nil, time.Since(start))
 				continue // acks=0 produce: no response
 			}
@@ -161,8 +181,10 @@ func (b *Broker) dispatch(cc *clientConn, req kmsg.Request, p *pending) bool {
 	case *kmsg.ListPartitionReassignmentsRequest:
 		p.resp = b.handleListPartitionReassignments(cc, r)
 	default:
-		p.raw = appendUnsupported(nil, p.corr)
-		p.last = true
+		if !b.dispatchSecurityAdmin(cc, req, p) {
+			p.raw = appendUnsupported(nil, p.corr)
+			p.last = true
+		}
 	}
 	return true
 }

@@ -393,9 +393,9 @@ func (c *brokerCollector) admin() (*kadm.Client, error) {
 	}
 	var seeds []string
 	for _, br := range c.b.clusterBrokers() {
-		seeds = append(seeds, br.Endpoint)
+		seeds = append(seeds, c.b.interBrokerEndpoint(br))
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ClientID("strata-metrics"))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID("strata-metrics")}, c.b.interBrokerClientOpts()...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -117,7 +117,7 @@ func (r *replicator) run(ctx context.Context, l *fetchLoop) {
 	for ctx.Err() == nil {
 		if conn == nil {
 			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			c, err := dialPeer(dctx, r.b.cfg.DialPeer, l.addr, r.b.cfg.NodeID)
+			c, err := dialPeer(dctx, r.b.peerDialer(), l.addr, r.b.cfg.NodeID)
 			cancel()
 			if err != nil {
 				log.Debug("connect to leader", "addr", l.addr, "err", err)

@@ -348,7 +348,7 @@ func (b *Broker) updateFollowing() {
 	addrs := map[int32]string{}
 	b.mu.RLock()
 	for id, br := range b.peers {
-		addrs[id] = br.Endpoint
+		addrs[id] = b.interBrokerEndpoint(br)
 	}
 	for _, ts := range b.topics {
 		for i, st := range ts.states {

@@ -24,9 +24,14 @@ var apiVersions = []kmsg.ApiVersionsResponseApiKey{
 	{ApiKey: 20, MinVersion: 1, MaxVersion: 6}, // DeleteTopics
 	{ApiKey: 21, MinVersion: 0, MaxVersion: 2}, // DeleteRecords
 	{ApiKey: 22, MinVersion: 0, MaxVersion: 4}, // InitProducerId
+	{ApiKey: 17, MinVersion: 0, MaxVersion: 1}, // SaslHandshake
 	{ApiKey: 23, MinVersion: 0, MaxVersion: 4}, // OffsetForLeaderEpoch
+	{ApiKey: 29, MinVersion: 0, MaxVersion: 3}, // DescribeAcls
+	{ApiKey: 30, MinVersion: 0, MaxVersion: 3}, // CreateAcls
+	{ApiKey: 31, MinVersion: 0, MaxVersion: 3}, // DeleteAcls
 	{ApiKey: 32, MinVersion: 0, MaxVersion: 4}, // DescribeConfigs
 	{ApiKey: 33, MinVersion: 0, MaxVersion: 2}, // AlterConfigs
+	{ApiKey: 36, MinVersion: 0, MaxVersion: 2}, // SaslAuthenticate
 	{ApiKey: 37, MinVersion: 0, MaxVersion: 3}, // CreatePartitions
 	{ApiKey: 42, MinVersion: 0, MaxVersion: 2}, // DeleteGroups
 	{ApiKey: 43, MinVersion: 0, MaxVersion: 2}, // ElectLeaders
@@ -34,6 +39,8 @@ var apiVersions = []kmsg.ApiVersionsResponseApiKey{
 	{ApiKey: 45, MinVersion: 0, MaxVersion: 1}, // AlterPartitionReassignments
 	{ApiKey: 46, MinVersion: 0, MaxVersion: 0}, // ListPartitionReassignments
 	{ApiKey: 47, MinVersion: 0, MaxVersion: 0}, // OffsetDelete
+	{ApiKey: 50, MinVersion: 0, MaxVersion: 0}, // DescribeUserScramCredentials
+	{ApiKey: 51, MinVersion: 0, MaxVersion: 0}, // AlterUserScramCredentials
 	{ApiKey: 60, MinVersion: 0, MaxVersion: 1}, // DescribeCluster
 }
 

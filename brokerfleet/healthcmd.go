@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+)
+
+const healthHelp = `usage: brokerfleet health [flags]
+
+Asks a broker's HTTP server (serve -http) whether the broker is healthy:
+registered with a valid lease (/healthz), or with -ready also caught up on
+every partition it hosts since it started (/readyz: what a deployment that
+replaces brokers one at a time must wait for). Exits 0 when it answers 200, 1 otherwise
+(the reason on stderr), 2 on bad flags. Meant as the container health
+check: like serve, it reads STRATA_HTTP, so the same environment points
+it at the broker; a wildcard host (":9644", "0.0.0.0:9644") is asked on
+the loopback address.
+
+flags:
+`
+
+func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	addr, timeout := "127.0.0.1:9644", 2*time.Second
+	fs := flag.NewFlagSet("health", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), healthHelp)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&addr, "http", addr, "the broker's -http address (host:port)")
+	fs.DurationVar(&timeout, "timeout", timeout, "give up after this long")
+	ready := false
+	fs.BoolVar(&ready, "ready", ready, "ask for readiness (/readyz): healthy and caught up on every hosted partition")
+	if err := parseFlags(fs, args, stderr, true); err != nil {
+		return err
+	}
+	if timeout <= 0 {
+		return usageError{fmt.Errorf("invalid value %v for flag -timeout: want a positive duration", timeout)}
+	}
+	url, err := healthURL(addr)
+	if err != nil {
+		return usageError{err}
+	}
+	if ready {
+		url = strings.TrimSuffix(url, "/healthz") + "/readyz"
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return usageError{fmt.Errorf("invalid value %q for flag -http: %v", addr, err)}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("%s: no answer within %v", url, timeout)
+		}
+		return fmt.Errorf("%s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	msg := strings.TrimSpace(string(body))
+	if resp.StatusCode != http.StatusOK {
+		if msg == "" {
+			msg = resp.Status
+		}
+		return fmt.Errorf("unhealthy (%d): %s", resp.StatusCode, msg)
+	}
+	fmt.Fprintln(stdout, msg)
+	return nil
+}
+
+// healthURL returns the /healthz URL of an -http address, asking a
+// wildcard host on the loopback address.
+func healthURL(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
+		return "", fmt.Errorf("invalid value %q for flag -http: want host:port", addr)
+	}
+	switch host {
+	case "", "0.0.0.0":
+		host = "127.0.0.1"
+	case "::":
+		host = "::1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/healthz", nil
+}

@@ -1,0 +1,63 @@
+package broker
+
+// DeleteAcls, versions 0-3. v1 adds resource pattern types; v2 is
+// flexible. Each filter deletes the entries it matches and lists them.
+// Needs ALTER on the cluster.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stratamq/strata/pkg/metastore"
+)
+
+func (b *Broker) handleDeleteACLs(cc *clientConn, req *kmsg.DeleteACLsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.DeleteACLsResponse)
+	code := int16(0)
+	switch {
+	case b.authz == nil:
+		code = kerr.SecurityDisabled.Code
+	case !b.allowed(cc, opAlter, resCluster, clusterName):
+		code = errClusterAuthz
+	}
+	ctx, cancel := context.WithTimeout(cc.ctx, metaTimeout)
+	defer cancel()
+	var acls []metastore.ACL
+	if code == 0 {
+		var err error
+		if acls, err = b.meta.ACLs(ctx); err != nil {
+			code = kerr.UnknownServerError.Code
+		}
+	}
+	var gone []metastore.ACL
+	for _, f := range req.Filters {
+		r := kmsg.NewDeleteACLsResponseResult()
+		r.ErrorCode = code
+		if code == 0 {
+			af := aclFilter{f.ResourceType, f.ResourceName, f.ResourcePatternType, f.Principal, f.Host, f.Operation, f.PermissionType}
+			for _, e := range acls {
+				if !af.matches(e) {
+					continue
+				}
+				gone = append(gone, e)
+				m := kmsg.NewDeleteACLsResponseResultMatchingACL()
+				m.ResourceType, m.ResourceName, m.ResourcePatternType = kmsg.ACLResourceType(e.ResourceType), e.ResourceName, kmsg.ACLResourcePatternType(e.PatternType)
+				m.Principal, m.Host, m.Operation, m.PermissionType = e.Principal, e.Host, kmsg.ACLOperation(e.Operation), kmsg.ACLPermissionType(e.Permission)
+				r.MatchingACLs = append(r.MatchingACLs, m)
+			}
+		}
+		resp.Results = append(resp.Results, r)
+	}
+	if len(gone) > 0 {
+		if err := b.meta.DeleteACLs(ctx, gone); err != nil {
+			for i := range resp.Results {
+				resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = kerr.UnknownServerError.Code, kmsg.StringPtr(err.Error())
+				resp.Results[i].MatchingACLs = nil
+			}
+		}
+		b.reloadACLs(ctx)
+	}
+	return resp
+}

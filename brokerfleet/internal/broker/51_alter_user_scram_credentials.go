@@ -1,0 +1,101 @@
+package broker
+
+// AlterUserScramCredentials, version 0 (KIP-554): upsertions carry the
+// salt, iterations and salted password (the client salts); the broker
+// keeps only the derived StoredKey and ServerKey. One result per user.
+// Needs ALTER on the cluster.
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stratamq/strata/pkg/metastore"
+)
+
+func (b *Broker) handleAlterUserSCRAMCredentials(cc *clientConn, req *kmsg.AlterUserSCRAMCredentialsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
+	allowed := b.allowed(cc, opAlter, resCluster, clusterName)
+	ctx, cancel := context.WithTimeout(cc.ctx, metaTimeout)
+	defer cancel()
+
+	type key struct {
+		user string
+		mech int8
+	}
+	count := map[key]int{}
+	var order []string
+	errs := map[string]*kmsg.AlterUserSCRAMCredentialsResponseResult{}
+	note := func(user string) {
+		if _, ok := errs[user]; !ok {
+			r := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+			r.User = user
+			errs[user] = &r
+			order = append(order, user)
+		}
+	}
+	fail := func(user string, code int16, msg string) {
+		if r := errs[user]; r.ErrorCode == 0 {
+			r.ErrorCode, r.ErrorMessage = code, kmsg.StringPtr(msg)
+		}
+	}
+	for _, d := range req.Deletions {
+		note(d.Name)
+		count[key{d.Name, d.Mechanism}]++
+	}
+	for _, u := range req.Upsertions {
+		note(u.Name)
+		count[key{u.Name, u.Mechanism}]++
+	}
+	for k, n := range count {
+		if n > 1 {
+			fail(k.user, kerr.DuplicateResource.Code, "a user credential cannot be altered twice in one request")
+		}
+	}
+	for _, user := range order {
+		switch {
+		case !allowed:
+			fail(user, errClusterAuthz, "")
+		case user == "":
+			fail(user, kerr.UnacceptableCredential.Code, "empty user name")
+		}
+	}
+	for _, d := range req.Deletions {
+		mech := scramMechName(d.Mechanism)
+		switch {
+		case errs[d.Name].ErrorCode != 0:
+		case mech == "":
+			fail(d.Name, kerr.UnsupportedSaslMechanism.Code, "unknown SCRAM mechanism")
+		default:
+			if err := b.meta.DeleteScramCredential(ctx, d.Name, mech); errors.Is(err, metastore.ErrNotFound) {
+				fail(d.Name, kerr.ResourceNotFound.Code, "attempt to delete a user credential that does not exist")
+			} else if err != nil {
+				fail(d.Name, kerr.UnknownServerError.Code, err.Error())
+			}
+		}
+	}
+	for _, u := range req.Upsertions {
+		mech := scramMechName(u.Mechanism)
+		if errs[u.Name].ErrorCode != 0 {
+			continue
+		}
+		if mech == "" {
+			fail(u.Name, kerr.UnsupportedSaslMechanism.Code, "unknown SCRAM mechanism")
+			continue
+		}
+		c, err := metastore.ScramCredentialFromSalted(u.Name, mech, u.Salt, u.Iterations, u.SaltedPassword)
+		if err != nil {
+			fail(u.Name, kerr.UnacceptableCredential.Code, err.Error())
+			continue
+		}
+		if err := b.meta.PutScramCredential(ctx, c); err != nil {
+			fail(u.Name, kerr.UnknownServerError.Code, err.Error())
+		}
+	}
+	for _, user := range order {
+		resp.Results = append(resp.Results, *errs[user])
+	}
+	return resp
+}
