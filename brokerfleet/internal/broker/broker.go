@@ -498,15 +498,17 @@ func (b *Broker) leaseValid() bool {
 // tool) within one poll interval.
 func (b *Broker) watch() {
 	defer b.wg.Done()
-	b.meta.WatchChanges(b.ctx, b.cfg.WatchInterval, func(int64) {
+	b.meta.WatchChanges(b.ctx, b.cfg.WatchInterval, func(int64) error {
 		ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)
 		defer cancel()
-		if err := b.reconcile(ctx); err != nil && b.ctx.Err() == nil {
-			b.log.Warn("apply metadata change", "err", err)
-		}
+		err := b.reconcile(ctx)
 		b.reloadACLs(ctx)
+		if err != nil {
+			return fmt.Errorf("apply metadata change (retried next poll): %w", err)
+		}
+		return nil
 	}, func(err error) {
-		b.log.Warn("poll metadata changes", "err", err)
+		b.log.Warn("watch metadata changes", "err", err)
 	})
 }
 

@@ -613,7 +613,7 @@ func testChanges(t *testing.T, s metastore.Store, _ Options) {
 	seen := make(chan int64, 16)
 	wctx, cancel := context.WithCancel(c)
 	defer cancel()
-	go m.WatchChanges(wctx, 10*time.Millisecond, func(v int64) { seen <- v }, nil)
+	go m.WatchChanges(wctx, 10*time.Millisecond, func(v int64) error { seen <- v; return nil }, nil)
 	if got := <-seen; got != v0 {
 		t.Fatalf("first notification %d, want the current version %d", got, v0)
 	}
