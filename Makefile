@@ -3,7 +3,7 @@ GO        ?= go
 FUZZTIME  ?= 20s
 BENCHARGS ?=
 
-.PHONY: test e2e bench fuzz lint build lambdas infra-test demo
+.PHONY: test e2e bench fuzz lint build lambdas infra-test demo chaos
 
 build:
 	$(GO) build ./...
@@ -36,6 +36,13 @@ demo:
 	cat $$dir/dev.out; \
 	$$dir/orders demo $(DEMOARGS)
 
+# Fault injection (e2e/chaos, build tag chaos): nine scenarios against three
+# serve processes, STRATA_CHAOS_DURATION each (default 60s; about 11 min on
+# 2 cores). STRATA_CHAOS_SEED replays a schedule; STRATA_CHAOS_OUT keeps the
+# histories, reports and broker logs.
+chaos:
+	$(GO) test -tags chaos -count=1 -timeout 40m ./e2e/chaos/ -run TestChaos -v
+
 # End-to-end tests driving whole clusters (build tag e2e).
 e2e:
 	$(GO) test -count=1 -tags e2e -timeout 30m ./e2e/...
@@ -55,6 +62,7 @@ fuzz:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags chaos ./e2e/chaos/
 
 # The Lambda functions as linux/arm64 bootstrap binaries (provided.al2023),
 # what infra/ packages.

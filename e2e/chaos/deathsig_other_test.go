@@ -1,0 +1,7 @@
+//go:build chaos && !linux
+
+package chaos
+
+import "syscall"
+
+func deathSignal() *syscall.SysProcAttr { return nil }
