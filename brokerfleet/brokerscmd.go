@@ -67,22 +67,13 @@ flags:
 )
 
 func runBrokers(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return usageError{errors.New("missing verb: want list, drain or undrain (see 'brokerfleet brokers -help')")}
-	}
-	verb, args := args[0], args[1:]
-	switch verb {
-	case "list":
-		return brokersList(ctx, args, stdout, stderr)
-	case "drain":
-		return brokersDrain(ctx, args, stdout, stderr, true)
-	case "undrain":
-		return brokersDrain(ctx, args, stdout, stderr, false)
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, brokersHelp)
-		return nil
-	}
-	return usageError{fmt.Errorf("unknown verb %q: want list, drain or undrain", verb)}
+	return runVerbs(ctx, "brokers", brokersHelp, []verb{{"list", brokersList},
+		{"drain", func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+			return brokersDrain(ctx, args, stdout, stderr, true)
+		}},
+		{"undrain", func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+			return brokersDrain(ctx, args, stdout, stderr, false)
+		}}}, args, stdout, stderr)
 }
 
 // ---- list ----

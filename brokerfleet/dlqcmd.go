@@ -174,24 +174,7 @@ func (f *dlqFlags) call(ctx context.Context, method, path string, body, into any
 }
 
 func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return usageError{errors.New("missing verb: want list, show, replay or purge (see 'brokerfleet dlq -help')")}
-	}
-	verb, args := args[0], args[1:]
-	switch verb {
-	case "list":
-		return dlqList(ctx, args, stdout, stderr)
-	case "show":
-		return dlqShow(ctx, args, stdout, stderr)
-	case "replay":
-		return dlqReplay(ctx, args, stdout, stderr)
-	case "purge":
-		return dlqPurge(ctx, args, stdout, stderr)
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, dlqHelp)
-		return nil
-	}
-	return usageError{fmt.Errorf("unknown verb %q: want list, show, replay or purge", verb)}
+	return runVerbs(ctx, "dlq", dlqHelp, []verb{{"list", dlqList}, {"show", dlqShow}, {"replay", dlqReplay}, {"purge", dlqPurge}}, args, stdout, stderr)
 }
 
 func newDLQFlags(name, help string) *flag.FlagSet {

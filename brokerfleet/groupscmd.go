@@ -85,24 +85,7 @@ const defaultBootstrap = "127.0.0.1:9092"
 var groupStates = []string{"Empty", "Stable", "PreparingRebalance", "CompletingRebalance", "Dead"}
 
 func runGroups(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return usageError{errors.New("missing verb: want list, describe, delete or reset (see 'brokerfleet groups -help')")}
-	}
-	verb, args := args[0], args[1:]
-	switch verb {
-	case "list":
-		return groupsList(ctx, args, stdout, stderr)
-	case "describe":
-		return groupsDescribe(ctx, args, stdout, stderr)
-	case "delete":
-		return groupsDelete(ctx, args, stdout, stderr)
-	case "reset":
-		return groupsReset(ctx, args, stdout, stderr)
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, groupsHelp)
-		return nil
-	}
-	return usageError{fmt.Errorf("unknown verb %q: want list, describe, delete or reset", verb)}
+	return runVerbs(ctx, "groups", groupsHelp, []verb{{"list", groupsList}, {"describe", groupsDescribe}, {"delete", groupsDelete}, {"reset", groupsReset}}, args, stdout, stderr)
 }
 
 // adminFlags are the flags every groups verb takes.

@@ -78,22 +78,7 @@ flags:
 var stdin io.Reader = os.Stdin
 
 func runPartitions(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return usageError{errors.New("missing verb: want reassign, list-reassignments or elect (see 'brokerfleet partitions -help')")}
-	}
-	verb, args := args[0], args[1:]
-	switch verb {
-	case "reassign":
-		return partitionsReassign(ctx, args, stdout, stderr)
-	case "list-reassignments":
-		return partitionsListReassignments(ctx, args, stdout, stderr)
-	case "elect":
-		return partitionsElect(ctx, args, stdout, stderr)
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, partitionsHelp)
-		return nil
-	}
-	return usageError{fmt.Errorf("unknown verb %q: want reassign, list-reassignments or elect", verb)}
+	return runVerbs(ctx, "partitions", partitionsHelp, []verb{{"reassign", partitionsReassign}, {"list-reassignments", partitionsListReassignments}, {"elect", partitionsElect}}, args, stdout, stderr)
 }
 
 // unsupported adds a hint to an error that says the cluster does not

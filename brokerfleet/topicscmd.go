@@ -78,26 +78,7 @@ flags:
 )
 
 func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return usageError{errors.New("missing verb: want list, describe, create, alter or delete (see 'brokerfleet topics -help')")}
-	}
-	verb, args := args[0], args[1:]
-	switch verb {
-	case "list":
-		return topicsList(ctx, args, stdout, stderr)
-	case "describe":
-		return topicsDescribe(ctx, args, stdout, stderr)
-	case "create":
-		return topicsCreate(ctx, args, stdout, stderr)
-	case "alter":
-		return topicsAlter(ctx, args, stdout, stderr)
-	case "delete":
-		return topicsDelete(ctx, args, stdout, stderr)
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, topicsHelp)
-		return nil
-	}
-	return usageError{fmt.Errorf("unknown verb %q: want list, describe, create, alter or delete", verb)}
+	return runVerbs(ctx, "topics", topicsHelp, []verb{{"list", topicsList}, {"describe", topicsDescribe}, {"create", topicsCreate}, {"alter", topicsAlter}, {"delete", topicsDelete}}, args, stdout, stderr)
 }
 
 // topicNames returns the positional topic names in order, without

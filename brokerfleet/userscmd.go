@@ -58,22 +58,7 @@ flags:
 )
 
 func runUsers(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return usageError{errors.New("missing verb: want list, set or delete (see 'brokerfleet users -help')")}
-	}
-	verb, args := args[0], args[1:]
-	switch verb {
-	case "list":
-		return usersList(ctx, args, stdout, stderr)
-	case "set":
-		return usersSet(ctx, args, stdout, stderr)
-	case "delete":
-		return usersDelete(ctx, args, stdout, stderr)
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, usersHelp)
-		return nil
-	}
-	return usageError{fmt.Errorf("unknown verb %q: want list, set or delete", verb)}
+	return runVerbs(ctx, "users", usersHelp, []verb{{"list", usersList}, {"set", usersSet}, {"delete", usersDelete}}, args, stdout, stderr)
 }
 
 // scramMechanisms parses -mechanism: empty means both.
