@@ -500,3 +500,40 @@ func TestDeleteRecordsReachesTheTier(t *testing.T) {
 		return err == nil && len(objs) == len(man.Segments)
 	})
 }
+
+// TestStaleLeaderKeepsItsLog: a broker that still believes it leads while
+// the manifest was written under a later leader epoch (its lease lapsed and
+// another broker took over, uploading past this broker's log end) is
+// fenced. It must not restart its log at the tier's end, as a rightful
+// leader elected on a wiped disk would: the metadata update that follows
+// makes it a follower, and truncation lines its log up with the leader's.
+func TestStaleLeaderKeepsItsLog(t *testing.T) {
+	s3 := objstoretest.StartS3(t, "")
+	tc := startTiered(t, s3.Store(t, s3store.Options{}))
+	addr := tc.brokers[0].Addr
+	brokertest.CreateTopicRF(t, addr, "stale", 1, 1, nil)
+	cl := brokertest.Client(t, addr)
+	for i := 0; i < 50; i++ {
+		require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Topic: "stale", Value: []byte("v")}).FirstErr())
+	}
+	leader := metadataOnConn(t, addr).Topics[0].Partitions[0].Leader
+	dir := tc.brokers[leader].Cfg.DataDir
+	require.NoError(t, tc.brokers[leader].Broker.Close())
+
+	// A manifest from a later epoch that ends far above the local log.
+	ctx := context.Background()
+	tp, err := tc.meta.Topic(ctx, "stale")
+	require.NoError(t, err)
+	man, err := tc.meta.Manifest(ctx, tp.ID, 0)
+	require.NoError(t, err)
+	man.LeaderEpoch = 1 << 20
+	man.Segments = append(man.Segments, metastore.SegmentRef{BaseOffset: 0, NextOffset: 5000, LeaderEpoch: 1 << 20, Object: "elsewhere"})
+	_, err = tc.meta.PutManifest(ctx, tp.ID, 0, man)
+	require.NoError(t, err)
+
+	tc.brokers[leader] = tc.start(t, int(leader), dir, "127.0.0.1:0")
+	cl2 := brokertest.Client(t, tc.brokers[leader].Addr)
+	r := &kgo.Record{Topic: "stale", Value: []byte("after")}
+	require.NoError(t, cl2.ProduceSync(context.Background(), r).FirstErr())
+	require.Equal(t, int64(50), r.Offset, "the fenced leader restarted its log at the newer manifest's end")
+}

@@ -133,10 +133,11 @@ func (tg *tiering) run() {
 }
 
 type ledPartition struct {
-	key  tierKey
-	name string
-	p    *partition.Partition
-	cfg  partitionCfg
+	key   tierKey
+	name  string
+	p     *partition.Partition
+	epoch int32 // the leader epoch of the state that made this broker leader
+	cfg   partitionCfg
 }
 
 type partitionCfg struct {
@@ -153,7 +154,7 @@ func (tg *tiering) led() []ledPartition {
 	for _, ts := range b.topics {
 		for i, st := range ts.states {
 			if st.Leader == b.cfg.NodeID && ts.parts[i] != nil {
-				out = append(out, ledPartition{key: tierKey{ts.meta.ID, int32(i)}, name: ts.meta.Name, p: ts.parts[i],
+				out = append(out, ledPartition{key: tierKey{ts.meta.ID, int32(i)}, name: ts.meta.Name, p: ts.parts[i], epoch: st.LeaderEpoch,
 					cfg: partitionCfg{retention: ts.cfg.Retention, retentionBytes: ts.cfg.RetentionBytes,
 						object: ts.cfg.Durability == topic.DurabilityObject}})
 			}
@@ -272,7 +273,13 @@ func (tg *tiering) sweepWAL(ctx context.Context) error {
 
 func (tg *tiering) partitionRound(ctx context.Context, lp ledPartition) error {
 	b, p := tg.b, lp.p
-	epoch := p.LeaderEpoch()
+	// lp.epoch is the epoch under which the metadata made this broker the
+	// leader; the partition moves to a newer one (and a follower's role)
+	// as soon as the broker applies newer metadata, possibly mid-round.
+	epoch := lp.epoch
+	if p.LeaderEpoch() != epoch {
+		return nil
+	}
 	tg.mu.Lock()
 	st := tg.parts[lp.key]
 	tg.mu.Unlock()
@@ -281,12 +288,19 @@ func (tg *tiering) partitionRound(ctx context.Context, lp ledPartition) error {
 		if err != nil {
 			return err
 		}
-		if end := tier.End(man); p.LogEndOffset() < end {
+		// A manifest written under a later epoch means another broker
+		// leads now and this one has not heard yet (a lease that lapsed
+		// and was regained): it is fenced and must not touch its log, which
+		// follower truncation will line up with the new leader's.
+		if end := tier.End(man); man.LeaderEpoch <= epoch && p.LogEndOffset() < end {
 			// Elected with a log that ends below the tier (a wiped or
 			// replaced disk): everything below end is in S3.
 			b.log.Warn("local log ends below the tier; restarting it at the tier's end",
-				"topic", lp.name, "partition", lp.key.partition, "localEnd", p.LogEndOffset(), "tierEnd", end)
-			if err := p.ResetTo(end); err != nil {
+				"topic", lp.name, "partition", lp.key.partition, "localEnd", p.LogEndOffset(), "tierEnd", end, "leaderEpoch", epoch, "manifestEpoch", man.LeaderEpoch)
+			if err := p.ResetAsLeader(epoch, end); err != nil {
+				if errors.Is(err, partition.ErrNotLeader) {
+					return nil // newer metadata arrived meanwhile
+				}
 				return err
 			}
 		}

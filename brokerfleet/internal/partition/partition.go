@@ -17,6 +17,10 @@ import (
 // deleted or the broker is shutting down).
 var ErrClosed = errors.New("partition closed")
 
+// ErrNotLeader is returned by ResetAsLeader when the partition has moved
+// on to another leader epoch or role.
+var ErrNotLeader = errors.New("partition: not the leader at that epoch")
+
 // Options configure a Partition.
 type Options struct {
 	Topic  string
@@ -140,8 +144,13 @@ func (p *Partition) LogEndOffset() int64 { return p.log.NextOffset() }
 // state, stamped into every appended batch.
 func (p *Partition) LeaderEpoch() int32 { return p.leaderEpoch.Load() }
 
-// SetLeaderEpoch records the partition's current leader epoch.
-func (p *Partition) SetLeaderEpoch(e int32) { p.leaderEpoch.Store(e) }
+// SetLeaderEpoch records the partition's current leader epoch. It waits
+// for a ResetAsLeader in progress.
+func (p *Partition) SetLeaderEpoch(e int32) {
+	p.mu.Lock()
+	p.leaderEpoch.Store(e)
+	p.mu.Unlock()
+}
 
 // AppendResult describes an appended (or deduplicated) batch.
 type AppendResult struct {

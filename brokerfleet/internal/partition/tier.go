@@ -36,6 +36,10 @@ func (p *Partition) LocalLogStartOffset() int64 { return p.logStart.Load() }
 func (p *Partition) ResetTo(offset int64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.resetLocked(offset)
+}
+
+func (p *Partition) resetLocked(offset int64) error {
 	if p.closed {
 		return ErrClosed
 	}
@@ -51,6 +55,19 @@ func (p *Partition) ResetTo(offset int64) error {
 	p.repMu.Unlock()
 	p.notify()
 	return nil
+}
+
+// ResetAsLeader is ResetTo for a leader elected with a log that ends below
+// the tier: it resets only if the partition still leads at epoch, checked
+// under the lock SetLeaderEpoch takes, so a broker that has just learned it
+// no longer leads never empties its log. Otherwise it returns ErrNotLeader.
+func (p *Partition) ResetAsLeader(epoch int32, offset int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.leaderEpoch.Load() != epoch || !p.IsLeader() {
+		return ErrNotLeader
+	}
+	return p.resetLocked(offset)
 }
 
 // ClosedSegments returns the closed segments lying wholly below the high
