@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http/httptest"
 	"os"
@@ -101,12 +102,24 @@ type proc struct {
 	exited chan error
 }
 
+// freeAddr returns a free address for a broker to listen on for the whole
+// test, across restarts. The port lies below Linux's ephemeral range
+// (32768-60999), which the kernel hands out for port 0 and for the source
+// ports of outgoing connections: an ephemeral port freed here could be
+// taken by a proxy or a connection before the broker binds it, or while a
+// killed broker is down.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
+	for range 1000 {
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
+		ln, err := net.Listen("tcp", addr)
+		if err == nil {
+			ln.Close()
+			return addr
+		}
+	}
+	t.Fatal("no free port in 20000-31999")
+	return ""
 }
 
 func newProxy(t *testing.T, name, target string) *Proxy {

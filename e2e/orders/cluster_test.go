@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -196,12 +197,20 @@ func (f *fleet) admin() *kadm.Client {
 	return kadm.NewClient(cl)
 }
 
+// freeAddr returns a free address below Linux's ephemeral port range
+// (32768-60999), so no outgoing connection or port-0 listener takes it
+// while its broker is down between a kill and a restart.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
+	for range 1000 {
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
+		if l, err := net.Listen("tcp", addr); err == nil {
+			l.Close()
+			return addr
+		}
+	}
+	t.Fatal("no free port in 20000-31999")
+	return ""
 }
 
 // waitFor polls cond every 100 ms; on timeout it fails with cond's last
