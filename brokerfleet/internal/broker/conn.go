@@ -203,15 +203,28 @@ func (b *Broker) writeResponses(nc net.Conn, queue <-chan pending, cancel contex
 		if p.wait != nil {
 			resp = p.wait()
 		}
-		buf = buf[:0]
-		if p.raw != nil {
-			buf = append(buf, p.raw...)
-		} else {
-			buf = appendResponse(buf, p.corr, resp)
+		var err error
+		fr, isFetch := resp.(*kmsg.FetchResponse)
+		var pieces net.Buffers
+		if isFetch && p.raw == nil {
+			pieces, buf, isFetch = fetchFrame(buf, p.corr, fr)
 		}
-		_, err := bw.Write(buf)
-		if err == nil && (len(queue) == 0 || p.last) {
-			err = bw.Flush()
+		if isFetch {
+			// Record sets go from the buffers they were read into.
+			if err = bw.Flush(); err == nil {
+				_, err = pieces.WriteTo(nc)
+			}
+		} else {
+			buf = buf[:0]
+			if p.raw != nil {
+				buf = append(buf, p.raw...)
+			} else {
+				buf = appendResponse(buf, p.corr, resp)
+			}
+			_, err = bw.Write(buf)
+			if err == nil && (len(queue) == 0 || p.last) {
+				err = bw.Flush()
+			}
 		}
 		if p.raw != nil {
 			resp = nil

@@ -20,7 +20,7 @@ const frameChunk = 1 << 20
 
 // readFrame reads one size-prefixed frame. A negative size or one above limit
 // fails before anything is allocated; a large frame's buffer grows only as
-// its bytes arrive.
+// its bytes arrive (to at most eight times what arrived).
 func readFrame(r io.Reader, limit int32) ([]byte, error) {
 	var sz [4]byte
 	if _, err := io.ReadFull(r, sz[:]); err != nil {
@@ -36,12 +36,15 @@ func readFrame(r io.Reader, limit int32) ([]byte, error) {
 		return nil, err
 	}
 	for len(buf) < size {
-		chunk := min(size-len(buf), max(len(buf), frameChunk))
-		start := len(buf)
-		buf = append(buf, make([]byte, chunk)...)
-		if _, err := io.ReadFull(r, buf[start:]); err != nil {
+		// Grow eightfold per step: a frame of 8 MiB costs one copy of
+		// its first MiB, and a peer still has to send an eighth of what
+		// it makes the broker allocate.
+		grown := make([]byte, min(size, 8*len(buf)))
+		copy(grown, buf)
+		if _, err := io.ReadFull(r, grown[len(buf):]); err != nil {
 			return nil, err
 		}
+		buf = grown
 	}
 	return buf, nil
 }
