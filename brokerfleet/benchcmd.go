@@ -1,94 +1,539 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
 
+	"github.com/schollz/progressbar/v3"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/stratamq/strata/brokerfleet/internal/bench"
-	"github.com/stratamq/strata/brokerfleet/internal/broker"
 )
 
 const benchHelp = `usage: brokerfleet bench [flags]
 
-Measures produce and fetch throughput and one-in-flight produce latency
-(acks=all) against Strata writing its logs to disk, as one broker and as
-three brokers replicating three ways, and, in the same run, against
-franz-go's in-memory kfake as the baseline, and prints them with ratios.
+Measures produce and consume throughput, produce latency (HDR histogram:
+p50, p99, p99.9, max) and the CPU and peak memory of the serving process,
+for every combination of the workload lists below, against each target:
+
+  dev        'brokerfleet dev' (three brokers in one process, RF 3, logs on
+             disk, S3 tier on its stand-in), started as a child process
+  kfake      franz-go's in-memory kfake (one broker, RF 1), as a child
+             process: the baseline every ratio (×) divides by
+  -bootstrap any running Kafka-compatible cluster (no CPU or memory figures)
+
+It prints a table (and -json writes every figure). Lists are comma
+separated; sizes take B, KiB, MiB and GiB. -matrix runs the whole matrix
+(100B,1KiB,64KiB × unkeyed,keyed × 1,12,96 partitions × acks all,1 ×
+durability replicated,fsync,object) at -bytes 64MiB unless set.
 
 flags:
 `
 
+// benchFlags are bench's command line.
+type benchFlags struct {
+	targets, bootstrap        string
+	rf, brokers               int
+	bytes                     string
+	recordBytes, keyed, parts string
+	acks, durability          string
+	matrix, progress          bool
+	latency                   int
+	timeout                   time.Duration
+	compression               string
+	text                      bool
+	dataDir, jsonOut, profile string
+	diskBytes                 string
+	idleParts                 int
+	idleFor                   time.Duration
+	tier, tierOnly            bool
+	tierSegment               int64
+}
+
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg := bench.DefaultConfig()
+	def := bench.DefaultConfig()
+	f := benchFlags{}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), benchHelp)
 		fs.PrintDefaults()
 	}
-	fs.Int64Var(&cfg.TotalBytes, "bytes", cfg.TotalBytes, "bytes of record values produced per target")
-	fs.IntVar(&cfg.RecordBytes, "record-bytes", cfg.RecordBytes, "value size of each record")
-	partitions := int(cfg.Partitions)
-	fs.IntVar(&partitions, "partitions", partitions, "partitions of the benchmark topic")
-	fs.IntVar(&cfg.Latency, "latency-samples", cfg.Latency, "one-in-flight produces timed for the latency percentiles")
-	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "limit for each phase")
-	fs.StringVar(&cfg.Compression, "compression", cfg.Compression, "producer compression: none, gzip, snappy, lz4 or zstd")
-	fs.BoolVar(&cfg.Text, "text", false, "compressible values (random letters) instead of random bytes")
-	dataDir := fs.String("data", "", "directory for the Strata broker's log (default: a temporary directory, removed afterwards)")
-	tierSegment := fs.Int64("tier-segment-bytes", 64<<20, "segment.bytes of the S3-tier run (its volume is -bytes per topic)")
-	skipTier := fs.Bool("skip-tier", false, "skip the S3-tier run")
-	tierOnly := fs.Bool("tier-only", false, "run only the S3-tier part")
-	cpuProfile := fs.String("cpuprofile", "", "write CPU profiles of the Strata runs (brokers and client) to FILE.1brokers and FILE.3brokers")
+	fs.StringVar(&f.targets, "targets", "dev,kfake", "targets to run: dev, kfake (either or both; empty with -bootstrap for only that)")
+	fs.StringVar(&f.bootstrap, "bootstrap", "", "also run against the cluster at this bootstrap address (host:port[,host:port])")
+	fs.IntVar(&f.rf, "rf", 3, "replication factor of the topics on the -bootstrap cluster")
+	fs.IntVar(&f.brokers, "brokers", 3, "brokers of the dev target (its replication factor is min(3, brokers))")
+	fs.StringVar(&f.bytes, "bytes", "1GiB", "volume of record values produced (and consumed) per workload and target (default 64MiB with -matrix)")
+	fs.StringVar(&f.recordBytes, "record-bytes", "1KiB", "record value sizes")
+	fs.StringVar(&f.keyed, "keyed", "false", "keyed records (true: one of 10,000 keys, hash partitioned; false: no key)")
+	fs.StringVar(&f.parts, "partitions", "12", "partitions of the benchmark topic")
+	fs.StringVar(&f.acks, "acks", "all", "producer acks: all (idempotent) or 1")
+	fs.StringVar(&f.durability, "durability", "replicated", "strata.durability of the topics: replicated, fsync or object (not sent to kfake)")
+	fs.BoolVar(&f.matrix, "matrix", false, "run the whole workload matrix (overrides the five lists above)")
+	fs.IntVar(&f.latency, "latency-samples", def.Latency, "one-in-flight produces timed per workload")
+	fs.DurationVar(&f.timeout, "timeout", def.Timeout, "limit for each workload on each target")
+	fs.StringVar(&f.compression, "compression", def.Compression, "producer compression: none, gzip, snappy, lz4 or zstd")
+	fs.BoolVar(&f.text, "text", false, "compressible values (random letters) instead of random bytes")
+	fs.StringVar(&f.dataDir, "data", "", "directory for the dev target's data and the disk measurement (default: a temporary directory, removed afterwards)")
+	fs.StringVar(&f.diskBytes, "disk-bytes", "1GiB", "bytes written to measure the disk's sequential write bandwidth under -data (0: skip)")
+	fs.IntVar(&f.idleParts, "idle-partitions", 0, "afterwards, create this many partitions (RF 3) on the dev target and measure its idle CPU and memory")
+	fs.DurationVar(&f.idleFor, "idle-for", 30*time.Second, "how long the idle measurement lasts")
+	fs.StringVar(&f.jsonOut, "json", "", "write the full report as JSON to this file ('-': stdout, instead of the table)")
+	fs.StringVar(&f.profile, "profile", "", "write the dev target's CPU and allocation profiles (dev.cpu.pprof, dev.allocs.pprof) and the bench client's CPU profile (client.cpu.pprof) to this directory")
+	fs.BoolVar(&f.progress, "progress", true, "show a progress bar on stderr")
+	fs.BoolVar(&f.tier, "tier", false, "afterwards, measure the S3 tier (one in-process broker on an S3 stand-in: PUTs per GiB, consume from S3, object durability)")
+	fs.BoolVar(&f.tierOnly, "tier-only", false, "measure only the S3 tier")
+	fs.Int64Var(&f.tierSegment, "tier-segment-bytes", 64<<20, "segment.bytes of the S3-tier measurement")
 	if err := parseFlags(fs, args, stderr, false); err != nil {
 		return err
 	}
-	cfg.Partitions = int32(partitions)
-	if err := cfg.Validate(); err != nil {
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	cfgs, err := f.workloads(def, set)
+	if err != nil {
 		return usageError{err}
 	}
+	if f.tierOnly {
+		if f.tier {
+			return usageError{errors.New("flags -tier-only and -tier exclude each other")}
+		}
+		cfg := cfgs[0]
+		cfg.Partitions = 6
+		return runTierBench(ctx, cfg, f.tierSegment, stdout, stderr)
+	}
+	targets := splitList(f.targets)
+	for _, t := range targets {
+		if t != "dev" && t != "kfake" {
+			return usageError{fmt.Errorf("invalid value %q for flag -targets: %q is not dev or kfake", f.targets, t)}
+		}
+	}
+	if len(targets) == 0 && f.bootstrap == "" {
+		return usageError{errors.New("no target: give -targets or -bootstrap")}
+	}
+	if f.brokers < 1 || f.brokers > 16 {
+		return usageError{fmt.Errorf("invalid value %d for flag -brokers: want 1 to 16", f.brokers)}
+	}
+	if f.rf < 1 {
+		return usageError{fmt.Errorf("invalid value %d for flag -rf: below 1", f.rf)}
+	}
+	diskBytes, err := parseSize(f.diskBytes)
+	if err != nil || diskBytes < 0 {
+		return usageError{fmt.Errorf("invalid value %q for flag -disk-bytes: %v", f.diskBytes, err)}
+	}
+	if f.idleParts < 0 || (f.idleParts > 0 && !slices.Contains(targets, "dev")) {
+		return usageError{fmt.Errorf("invalid value %d for flag -idle-partitions: needs a positive count and the dev target", f.idleParts)}
+	}
+	if f.idleFor <= 0 {
+		return usageError{fmt.Errorf("invalid value %v for flag -idle-for: not positive", f.idleFor)}
+	}
 
-	if *tierOnly && *skipTier {
-		return usageError{fmt.Errorf("flags -tier-only and -skip-tier exclude each other")}
+	dir := f.dataDir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "strata-bench-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return usageError{fmt.Errorf("flag -data: %w", err)}
 	}
-	if *tierOnly {
-		return runTierBench(ctx, cfg, *tierSegment, stdout, stderr)
+	if f.profile != "" {
+		if err := os.MkdirAll(f.profile, 0o755); err != nil {
+			return usageError{fmt.Errorf("flag -profile: %w", err)}
+		}
 	}
-	fmt.Fprintln(stdout, "baseline: kfake (in memory, one broker)")
-	fake, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		return err
-	}
-	base, err := bench.Run(ctx, cfg, "kfake", 1, fake.ListenAddrs()[0])
-	fake.Close()
-	if err != nil {
-		return err
-	}
-	runtime.GC()
 
-	for _, shape := range []struct{ brokers, rf int }{{1, 1}, {3, 3}} {
-		res, err := benchStrata(ctx, cfg, shape.brokers, shape.rf, *dataDir, *cpuProfile, stderr, stdout)
+	rep := &bench.Report{Started: time.Now().UTC().Format(time.RFC3339), Command: "brokerfleet bench " + strings.Join(args, " "), CPUs: runtime.NumCPU()}
+	if diskBytes > 0 {
+		fmt.Fprintf(stderr, "measuring the disk under %s (%s)\n", dir, bench.Size(diskBytes))
+		bw, err := bench.SeqWrite(dir, diskBytes)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintln(stdout)
-		fmt.Fprintf(stdout, "== strata: %d broker(s) in this process, replication factor %d, logs on disk\n", shape.brokers, shape.rf)
-		bench.Report(stdout, cfg, res, base)
-		fmt.Fprintln(stdout)
-		runtime.GC()
+		rep.DiskWriteMBps = bw / 1e6
 	}
-	if *skipTier {
-		return nil
+
+	// Start every target first: all run in one invocation, one at a time.
+	var live []*benchTarget
+	defer func() {
+		for _, t := range live {
+			t.stop(stderr)
+		}
+	}()
+	for _, name := range targets {
+		t, err := startTarget(ctx, name, f, dir)
+		if err != nil {
+			return err
+		}
+		live = append(live, t)
+		if name == "kfake" {
+			rep.Baseline = "kfake"
+		}
 	}
-	return runTierBench(ctx, cfg, *tierSegment, stdout, stderr)
+	if f.bootstrap != "" {
+		live = append(live, &benchTarget{Target: bench.Target{Name: "bootstrap", Addrs: strings.Split(f.bootstrap, ","), RF: f.rf, Strata: true}})
+	}
+
+	var bar *progressbar.ProgressBar
+	if f.progress {
+		var total int64
+		for _, c := range cfgs {
+			total += 2 * c.Records() * int64(c.RecordBytes) * int64(len(live))
+		}
+		bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(stderr), progressbar.OptionShowBytes(true),
+			progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionSetWidth(30),
+			progressbar.OptionShowElapsedTimeOnFinish(), progressbar.OptionClearOnFinish())
+	}
+	progress := func(n int64) {
+		if bar != nil {
+			bar.Add64(n)
+		}
+	}
+	stopClientProfile := func() {}
+	if f.profile != "" {
+		if stopClientProfile, err = startCPUProfile(filepath.Join(f.profile, "client.cpu.pprof")); err != nil {
+			return err
+		}
+	}
+	var failed error
+	for _, cfg := range cfgs {
+		for _, t := range live {
+			if t.Name == "kfake" && !firstDurability(cfgs, cfg) {
+				continue // the baseline has no durability modes: run it once per workload
+			}
+			if bar != nil {
+				bar.Describe(fmt.Sprintf("%-34s %-9s", cfg.Name(), t.Name))
+			}
+			res, err := bench.Run(ctx, cfg, t.Target, progress)
+			rep.Results = append(rep.Results, res)
+			if err != nil {
+				failed = errors.Join(failed, fmt.Errorf("%s on %s: %w", cfg.Name(), t.Name, err))
+				if ctx.Err() != nil {
+					break
+				}
+			}
+			runtime.GC()
+		}
+	}
+	stopClientProfile()
+	if bar != nil {
+		bar.Finish()
+	}
+	if f.idleParts > 0 && ctx.Err() == nil {
+		for _, t := range live {
+			if t.Name == "dev" {
+				if rep.Idle, err = idleRun(ctx, t, f.idleParts, min(3, f.brokers), f.idleFor, stderr); err != nil {
+					failed = errors.Join(failed, fmt.Errorf("idle: %w", err))
+				}
+			}
+		}
+	}
+	for _, t := range live {
+		t.stop(stderr)
+	}
+	live = nil
+
+	if f.jsonOut == "-" {
+		if err := rep.JSON(stdout); err != nil {
+			return err
+		}
+	} else {
+		rep.Table(stdout)
+		if f.jsonOut != "" {
+			out, err := os.Create(f.jsonOut)
+			if err != nil {
+				return fmt.Errorf("flag -json: %w", err)
+			}
+			if err := rep.JSON(out); err != nil {
+				out.Close()
+				return err
+			}
+			if err := out.Close(); err != nil {
+				return err
+			}
+		}
+	}
+	if failed == nil && f.tier {
+		cfg := cfgs[0]
+		cfg.Partitions = 6
+		failed = runTierBench(ctx, cfg, f.tierSegment, stdout, stderr)
+	}
+	return failed
+}
+
+// workloads expands the workload lists (or -matrix) into configs.
+func (f benchFlags) workloads(def bench.Config, set map[string]bool) ([]bench.Config, error) {
+	if f.matrix {
+		f.recordBytes, f.keyed, f.parts, f.acks, f.durability = "100B,1KiB,64KiB", "false,true", "1,12,96", "all,1", "replicated,fsync,object"
+		if !set["bytes"] {
+			f.bytes = "64MiB"
+		}
+	}
+	total, err := parseSize(f.bytes)
+	if err != nil {
+		return nil, fmt.Errorf("invalid value %q for flag -bytes: %v", f.bytes, err)
+	}
+	var sizes, parts []int64
+	var keyed []bool
+	lists := []struct {
+		name, v string
+		each    func(string) error
+	}{
+		{"record-bytes", f.recordBytes, func(s string) error { n, err := parseSize(s); sizes = append(sizes, n); return err }},
+		{"keyed", f.keyed, func(s string) error { b, err := strconv.ParseBool(s); keyed = append(keyed, b); return err }},
+		{"partitions", f.parts, func(s string) error { n, err := strconv.ParseInt(s, 10, 32); parts = append(parts, n); return err }},
+		{"acks", f.acks, func(string) error { return nil }},
+		{"durability", f.durability, func(s string) error {
+			if s != "replicated" && s != "fsync" && s != "object" {
+				return errors.New("not replicated, fsync or object")
+			}
+			return nil
+		}},
+	}
+	for _, l := range lists {
+		items := splitList(l.v)
+		var err error
+		if len(items) == 0 {
+			err = errors.New("empty list")
+		}
+		for _, it := range items {
+			if err == nil {
+				if err = l.each(it); err != nil {
+					err = fmt.Errorf("%q: %v", it, err)
+				}
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("invalid value %q for flag -%s: %v", l.v, l.name, err)
+		}
+	}
+	acks, durs := splitList(f.acks), splitList(f.durability)
+	var out []bench.Config
+	for _, size := range sizes {
+		for _, k := range keyed {
+			for _, p := range parts {
+				for _, a := range acks {
+					for _, d := range durs {
+						c := def
+						c.RecordBytes, c.Keyed, c.Partitions, c.Acks, c.Durability = int(size), k, int32(p), a, d
+						c.TotalBytes, c.Latency, c.Timeout, c.Compression, c.Text = total, f.latency, f.timeout, f.compression, f.text
+						if err := c.Validate(); err != nil {
+							return nil, fmt.Errorf("flag -%v", err)
+						}
+						out = append(out, c)
+					}
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// firstDurability reports whether cfg is the first of its workload's
+// durability variants in cfgs.
+func firstDurability(cfgs []bench.Config, cfg bench.Config) bool {
+	for _, c := range cfgs {
+		if c.RecordBytes == cfg.RecordBytes && c.Keyed == cfg.Keyed && c.Partitions == cfg.Partitions && c.Acks == cfg.Acks {
+			return c.Durability == cfg.Durability
+		}
+	}
+	return true
+}
+
+// benchTarget is a target and, for dev and kfake, the child process
+// serving it.
+type benchTarget struct {
+	bench.Target
+	cmd *exec.Cmd
+}
+
+// startTarget starts dev or kfake as a child process of this binary and
+// waits for its bootstrap address. Running it apart from the bench client
+// gives its own CPU and memory figures.
+func startTarget(ctx context.Context, name string, f benchFlags, dir string) (*benchTarget, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	var args []string
+	t := &benchTarget{Target: bench.Target{Name: name}}
+	switch name {
+	case "dev":
+		data := filepath.Join(dir, "dev")
+		os.RemoveAll(data) // every invocation starts on an empty cluster
+		args = []string{"dev", "-listen", "127.0.0.1:0", "-http", "", "-registry", "", "-data", data,
+			"-log-level", "warn", "-brokers", strconv.Itoa(f.brokers)}
+		if f.profile != "" {
+			args = append(args, "-cpuprofile", filepath.Join(f.profile, "dev.cpu.pprof"), "-memprofile", filepath.Join(f.profile, "dev.allocs.pprof"))
+		}
+		t.RF, t.Strata = min(3, f.brokers), true
+	case "kfake":
+		args = []string{benchKfakeCmd}
+		t.RF = 1
+	}
+	logPath := filepath.Join(dir, name+".log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(exe, args...)
+	cmd.Stderr = logf
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	t.cmd, t.Proc = cmd, &bench.Proc{Pid: cmd.Process.Pid}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if _, a, ok := strings.Cut(sc.Text(), "ready: bootstrap "); ok {
+				addr <- a
+			}
+		}
+		close(addr)
+	}()
+	select {
+	case a, ok := <-addr:
+		if !ok {
+			cmd.Process.Kill()
+			cmd.Wait()
+			return nil, fmt.Errorf("%s exited before it served; its log is %s", name, logPath)
+		}
+		t.Addrs = strings.Split(a, ",")
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, fmt.Errorf("%s did not serve within 60 s; its log is %s", name, logPath)
+	case <-ctx.Done():
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, ctx.Err()
+	}
+	return t, nil
+}
+
+// stop shuts the child down with SIGTERM (dev writes its profiles then),
+// killing it after 60 s.
+func (t *benchTarget) stop(stderr io.Writer) {
+	if t.cmd == nil || t.cmd.Process == nil {
+		return
+	}
+	t.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { t.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		fmt.Fprintf(stderr, "%s did not stop within 60 s: killed\n", t.Name)
+		t.cmd.Process.Kill()
+		<-done
+	}
+	t.cmd = nil
+}
+
+// idleRun creates parts partitions of RF rf on the target, waits until
+// each has a leader and a full ISR, lets it settle, and measures CPU and
+// memory for d.
+func idleRun(ctx context.Context, t *benchTarget, parts, rf int, d time.Duration, stderr io.Writer) (*bench.Idle, error) {
+	res := &bench.Idle{Target: t.Name, Partitions: parts, RF: rf}
+	rss, _, err := t.Proc.Memory()
+	if err != nil {
+		return nil, err
+	}
+	res.RSSBefore = rss
+	cl, err := kgo.NewClient(kgo.SeedBrokers(t.Addrs...))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	fmt.Fprintf(stderr, "idle: creating %d partitions\n", parts)
+	start := time.Now()
+	const topic = "bench-idle"
+	if r, err := adm.CreateTopic(ctx, int32(parts), int16(rf), nil, topic); err != nil || r.Err != nil {
+		return nil, fmt.Errorf("create %d partitions: %v", parts, errors.Join(err, r.Err))
+	}
+	for {
+		md, err := adm.Metadata(ctx, topic)
+		full := 0
+		if err == nil {
+			for _, p := range md.Topics[topic].Partitions {
+				if p.Leader >= 0 && len(p.ISR) == rf {
+					full++
+				}
+			}
+		}
+		if full == parts {
+			break
+		}
+		if time.Since(start) > 5*time.Minute || ctx.Err() != nil {
+			return nil, fmt.Errorf("%d of %d partitions led with a full ISR after %v", full, parts, time.Since(start).Round(time.Second))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	res.StartupSecond = time.Since(start).Seconds()
+	cl.Close()
+	fmt.Fprintf(stderr, "idle: settling 10 s, then measuring for %v\n", d)
+	select {
+	case <-time.After(10 * time.Second):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	c0, err := t.Proc.CPU()
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	c1, err := t.Proc.CPU()
+	if err != nil {
+		return nil, err
+	}
+	res.Seconds = time.Since(t0).Seconds()
+	res.CPUPercent = 100 * (c1 - c0).Seconds() / res.Seconds
+	if res.RSSAfter, _, err = t.Proc.Memory(); err != nil {
+		return nil, err
+	}
+	res.BytesPerPart = (res.RSSAfter - res.RSSBefore) / int64(parts)
+	return res, nil
+}
+
+// benchKfakeCmd is the hidden subcommand bench starts as its baseline
+// target: franz-go's kfake with one broker, in its own process.
+const benchKfakeCmd = "bench-kfake"
+
+func runBenchKfake(ctx context.Context, stdout io.Writer) error {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	fmt.Fprintf(stdout, "kfake ready: bootstrap %s\n", c.ListenAddrs()[0])
+	<-ctx.Done()
+	return nil
 }
 
 func runTierBench(ctx context.Context, cfg bench.Config, segmentBytes int64, stdout, stderr io.Writer) error {
@@ -104,57 +549,50 @@ func runTierBench(ctx context.Context, cfg bench.Config, segmentBytes int64, std
 	return nil
 }
 
-// benchStrata runs the workload against n in-process brokers sharing an
-// embedded metastore.
-func benchStrata(ctx context.Context, cfg bench.Config, n, rf int, dataDir, cpuProfile string, stderr, stdout io.Writer) (bench.Result, error) {
-	dir := dataDir
-	if dir == "" {
-		var err error
-		if dir, err = os.MkdirTemp("", "strata-bench-"); err != nil {
-			return bench.Result{}, err
+// parseSize reads 100, 100B, 1KiB, 64MiB or 1GiB.
+func parseSize(s string) (int64, error) {
+	mult := int64(1)
+	num := strings.TrimSpace(s)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}} {
+		if strings.HasSuffix(num, u.suffix) {
+			num, mult = strings.TrimSuffix(num, u.suffix), u.mult
+			break
 		}
-		defer os.RemoveAll(dir)
-	} else {
-		dir = filepath.Join(dir, fmt.Sprintf("%d-brokers-rf%d", n, rf))
 	}
-	fmt.Fprintf(stdout, "strata: %d broker(s), replication factor %d, logs under %s\n", n, rf, dir)
-	mf := metaFlags{spec: "embedded"}
-	meta, closer, err := mf.open(ctx, dir)
+	n, err := strconv.ParseInt(num, 10, 64)
 	if err != nil {
-		return bench.Result{}, err
+		return 0, fmt.Errorf("not a size (100B, 1KiB, 64MiB, 1GiB)")
 	}
-	defer closer.Close()
-	var addrs []string
-	for i := 0; i < n; i++ {
-		bcfg := broker.DefaultConfig()
-		bcfg.NodeID = int32(i)
-		bcfg.DataDir = filepath.Join(dir, fmt.Sprintf("broker-%d", i))
-		bcfg.Meta = meta
-		bcfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return bench.Result{}, err
-		}
-		bcfg.Advertise = ln.Addr().String()
-		b, err := broker.New(bcfg)
-		if err != nil {
-			ln.Close()
-			return bench.Result{}, err
-		}
-		defer b.Close()
-		go b.Serve(ln)
-		addrs = append(addrs, ln.Addr().String())
+	if n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("out of range")
 	}
-	if cpuProfile != "" {
-		f, err := os.Create(fmt.Sprintf("%s.%dbrokers", cpuProfile, n))
-		if err != nil {
-			return bench.Result{}, fmt.Errorf("flag -cpuprofile: %w", err)
+	return n * mult, nil
+}
+
+// splitList splits a comma-separated list, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, it := range strings.Split(s, ",") {
+		if it = strings.TrimSpace(it); it != "" {
+			out = append(out, it)
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return bench.Result{}, err
-		}
-		defer pprof.StopCPUProfile()
 	}
-	return bench.Run(ctx, cfg, "strata", rf, addrs...)
+	return out
+}
+
+// startCPUProfile writes a CPU profile of this process to path until the
+// returned function is called.
+func startCPUProfile(path string) (func(), error) {
+	out, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		out.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); out.Close() }, nil
 }

@@ -113,7 +113,7 @@ func benchTier(ctx context.Context, cfg bench.Config, segmentBytes int64, stdout
 		if err != nil {
 			return res, err
 		}
-		_, err = bench.Produce(pctx, prod, value, n)
+		_, err = bench.Produce(pctx, cfg, prod, value, n, nil, nil)
 		prod.Close()
 		if err != nil {
 			return res, fmt.Errorf("produce to %s: %w", name, err)
@@ -150,13 +150,13 @@ func benchTier(ctx context.Context, cfg bench.Config, segmentBytes int64, stdout
 	res.fromS3Share = float64(below) / float64(n)
 
 	bytes := float64(n*int64(cfg.RecordBytes)) / 1e6
-	d, err := bench.Consume(pctx, "tier-local", n, addr)
+	d, err := bench.Consume(pctx, "tier-local", n, nil, addr)
 	if err != nil {
 		return res, fmt.Errorf("consume tier-local: %w", err)
 	}
 	res.localMBps = bytes / d.Seconds()
 	counting.Reset()
-	d, err = bench.Consume(pctx, "tier-s3", n, addr)
+	d, err = bench.Consume(pctx, "tier-s3", n, nil, addr)
 	if err != nil {
 		return res, fmt.Errorf("consume tier-s3: %w", err)
 	}
@@ -190,7 +190,7 @@ func benchTier(ctx context.Context, cfg bench.Config, segmentBytes int64, stdout
 	res.objP50, res.objP99 = lats[len(lats)/2], lats[len(lats)*99/100]
 	counting.Reset()
 	burst := min(n, (256<<20)/int64(cfg.RecordBytes))
-	d, err = bench.Produce(pctx, prod, value, burst)
+	d, err = bench.Produce(pctx, cfg, prod, value, burst, nil, nil)
 	if err != nil {
 		return res, fmt.Errorf("produce to %s: %w", obj, err)
 	}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"time"
 
@@ -42,8 +44,29 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	registryAddr := fs.String("registry", "127.0.0.1:8081", "address of the schema registry (Confluent REST API at the root path) and the DLQ console (/console/); empty: off")
 	tiered := fs.Bool("tier", true, "run an in-process S3 stand-in (persistent in <data>/s3.db) as the long-term tier")
 	brokers := fs.Int("brokers", 3, "number of brokers; broker i listens on the -listen port + i (all on random ports when it is 0)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file at shutdown")
+	memProfile := fs.String("memprofile", "", "write an allocation profile (pprof allocs: every allocation since start) to this file at shutdown")
 	if err := parseFlags(fs, args, stderr, false); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return usageError{fmt.Errorf("flag -cpuprofile: %w", err)}
+		}
+		defer stop()
+	}
+	if *memProfile != "" {
+		out, err := os.Create(*memProfile)
+		if err != nil {
+			return usageError{fmt.Errorf("flag -memprofile: %w", err)}
+		}
+		defer func() {
+			if err := pprof.Lookup("allocs").WriteTo(out, 0); err != nil {
+				fmt.Fprintf(stderr, "write -memprofile: %v\n", err)
+			}
+			out.Close()
+		}()
 	}
 	if *brokers < 1 || *brokers > 16 {
 		return usageError{fmt.Errorf("invalid value %d for flag -brokers: want 1 to 16", *brokers)}

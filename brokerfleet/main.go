@@ -67,6 +67,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runServe(ctx, args[1:], stdout, stderr)
 	case "bench":
 		err = runBench(ctx, args[1:], stdout, stderr)
+	case benchKfakeCmd:
+		err = runBenchKfake(ctx, stdout)
 	case "dlq":
 		err = runDLQ(ctx, args[1:], stdout, stderr)
 	case "trigger":

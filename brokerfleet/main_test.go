@@ -204,6 +204,17 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 		{[]string{"dlq", "list", "-console", "ftp://x"}, "", "-console"},
 		{[]string{"dlq", "show", "orders", "0:1"}, "", ".dlq"},
 		{[]string{"dlq", "explode"}, "", "unknown verb"},
+		{[]string{"bench", "-record-bytes", "1KiB,huge"}, "", "-record-bytes"},
+		{[]string{"bench", "-record-bytes", "1MiB"}, "", "-record-bytes"},
+		{[]string{"bench", "-keyed", "maybe"}, "", "-keyed"},
+		{[]string{"bench", "-partitions", "0"}, "", "-partitions"},
+		{[]string{"bench", "-acks", "2"}, "", "-acks"},
+		{[]string{"bench", "-durability", "eventual"}, "", "-durability"},
+		{[]string{"bench", "-bytes", "lots"}, "", "-bytes"},
+		{[]string{"bench", "-targets", "kafka"}, "", "-targets"},
+		{[]string{"bench", "-targets", ""}, "", "-bootstrap"},
+		{[]string{"bench", "-targets", "kfake", "-idle-partitions", "1000"}, "", "-idle-partitions"},
+		{[]string{"bench", "-disk-bytes", "-1"}, "", "-disk-bytes"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if c.env != "" {

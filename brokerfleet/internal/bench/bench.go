@@ -1,14 +1,17 @@
-// Package bench measures produce and fetch throughput and one-in-flight
-// produce latency against a Strata broker and, in the same run, against
-// franz-go's in-memory kfake as the baseline, and reports both side by side.
+// Package bench measures a Kafka cluster the way `brokerfleet bench`
+// reports it: produce and consume throughput, produce latency (under load
+// and one in flight, in HDR histograms), and the CPU time and peak memory
+// of the process serving it, for a matrix of workloads (record size, keys,
+// partitions, acks, durability). Strata and franz-go's in-memory kfake run
+// in the same invocation so every figure has a baseline beside it.
 package bench
 
 import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"io"
-	"sort"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,12 +19,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Config is one benchmark run.
+// Config is one workload.
 type Config struct {
 	RecordBytes int           // value size of each record
 	TotalBytes  int64         // volume produced (and then fetched) per target
 	Partitions  int32         // partitions of the benchmark topic
-	Latency     int           // one-in-flight produces timed for percentiles
+	Keyed       bool          // records carry one of 10,000 keys (hash partitioning); else none (sticky partitioning)
+	Acks        string        // "all" (idempotent) or "1" (leader only, idempotence off)
+	Durability  string        // strata.durability of the topic; "" leaves the broker's default
+	Latency     int           // one-in-flight produces timed for the latency percentiles
 	Timeout     time.Duration // per phase
 	Compression string        // producer codec: none, gzip, snappy, lz4, zstd
 	Text        bool          // compressible text values instead of random bytes
@@ -32,9 +38,11 @@ var codecs = map[string]kgo.CompressionCodec{
 	"lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression(),
 }
 
-// DefaultConfig is what `make bench` runs.
+// DefaultConfig is the issue's reference workload: 1 GiB of 1 KiB records
+// over 12 partitions with acks=all.
 func DefaultConfig() Config {
-	return Config{RecordBytes: 1024, TotalBytes: 1 << 30, Partitions: 6, Latency: 5000, Timeout: 5 * time.Minute, Compression: "none"}
+	return Config{RecordBytes: 1024, TotalBytes: 1 << 30, Partitions: 12, Acks: "all", Durability: "replicated",
+		Latency: 5000, Timeout: 10 * time.Minute, Compression: "none"}
 }
 
 // Validate names the first bad field as its flag.
@@ -42,10 +50,14 @@ func (c Config) Validate() error {
 	switch {
 	case c.RecordBytes < 1:
 		return fmt.Errorf("record-bytes: %d is below 1", c.RecordBytes)
+	case c.RecordBytes > 900<<10:
+		return fmt.Errorf("record-bytes: %d is above 900 KiB (records must fit a 1 MiB batch)", c.RecordBytes)
 	case c.TotalBytes < int64(c.RecordBytes):
 		return fmt.Errorf("bytes: %d is below one record", c.TotalBytes)
 	case c.Partitions < 1:
 		return fmt.Errorf("partitions: %d is below 1", c.Partitions)
+	case c.Acks != "all" && c.Acks != "1":
+		return fmt.Errorf("acks: %q is not all or 1", c.Acks)
 	case c.Latency < 1:
 		return fmt.Errorf("latency-samples: %d is below 1", c.Latency)
 	case c.Timeout <= 0:
@@ -57,69 +69,26 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Result is one target's measurements.
-type Result struct {
-	Target      string
-	ProduceMBps float64 // MB/s (10^6 bytes) of record values, acks=all
-	FetchMBps   float64
-	LatencyP50  time.Duration
-	LatencyP99  time.Duration
-	Records     int64
-	ProduceTime time.Duration
-	FetchTime   time.Duration
+// Name is the workload's short label, e.g. "1KiB keyed p12 acks=all replicated".
+func (c Config) Name() string {
+	keys := "unkeyed"
+	if c.Keyed {
+		keys = "keyed"
+	}
+	s := fmt.Sprintf("%s %s p%d acks=%s", Size(int64(c.RecordBytes)), keys, c.Partitions, c.Acks)
+	if c.Durability != "" {
+		s += " " + c.Durability
+	}
+	return s
 }
 
-// Run benchmarks the cluster at addrs with a topic of rf replicas.
-func Run(ctx context.Context, cfg Config, target string, rf int, addrs ...string) (Result, error) {
-	res := Result{Target: target}
-	topic := fmt.Sprintf("bench-%d", time.Now().UnixNano())
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
-	if err != nil {
-		return res, err
-	}
-	defer admCl.Close()
-	adm := kadm.NewClient(admCl)
-	if r, err := adm.CreateTopic(ctx, cfg.Partitions, int16(rf), nil, topic); err != nil || r.Err != nil {
-		return res, fmt.Errorf("create topic on %s: %v %v", target, err, r.Err)
-	}
+// Records is how many records the workload produces.
+func (c Config) Records() int64 { return c.TotalBytes / int64(c.RecordBytes) }
 
-	n := cfg.TotalBytes / int64(cfg.RecordBytes)
-	res.Records = n
-	pctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-	defer cancel()
-	prod, value, err := Producer(cfg, topic, addrs...)
-	if err != nil {
-		return res, err
-	}
-	defer prod.Close()
-	if res.ProduceTime, err = Produce(pctx, prod, value, n); err != nil {
-		return res, fmt.Errorf("produce to %s: %w", target, err)
-	}
-	res.ProduceMBps = float64(n*int64(cfg.RecordBytes)) / 1e6 / res.ProduceTime.Seconds()
-	if res.FetchTime, err = Consume(pctx, topic, n, addrs...); err != nil {
-		return res, fmt.Errorf("fetch from %s: %w", target, err)
-	}
-	res.FetchMBps = float64(n*int64(cfg.RecordBytes)) / 1e6 / res.FetchTime.Seconds()
-
-	// One-in-flight latency.
-	lats := make([]time.Duration, 0, cfg.Latency)
-	for i := 0; i < cfg.Latency; i++ {
-		t0 := time.Now()
-		if err := prod.ProduceSync(pctx, &kgo.Record{Value: value}).FirstErr(); err != nil {
-			return res, fmt.Errorf("latency produce to %s: %w", target, err)
-		}
-		lats = append(lats, time.Since(t0))
-	}
-	sort.Slice(lats, func(i, j int) bool { return lats[i] < lats[j] })
-	res.LatencyP50 = lats[len(lats)/2]
-	res.LatencyP99 = lats[len(lats)*99/100]
-	return res, nil
-}
-
-// Producer returns an acks=all idempotent producer to topic with many
-// batches in flight, and the value to send (random bytes, or letters with
-// cfg.Text: with no compression the broker moves every byte, as it would
-// for compressed or encrypted payloads).
+// Producer returns a producer to topic with many batches in flight (acks
+// as cfg.Acks), and the value to send: random bytes, or letters with
+// cfg.Text. With no compression the broker moves every byte, as it would
+// for compressed or encrypted payloads.
 func Producer(cfg Config, topic string, addrs ...string) (*kgo.Client, []byte, error) {
 	value := make([]byte, cfg.RecordBytes)
 	rand.Read(value)
@@ -128,26 +97,62 @@ func Producer(cfg Config, topic string, addrs ...string) (*kgo.Client, []byte, e
 			value[i] = 'a' + value[i]%26
 		}
 	}
-	prod, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic),
-		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0), kgo.ProducerBatchCompression(codecs[cfg.Compression]),
-		kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedBytes(256<<20))
+	opts := []kgo.Opt{kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic),
+		kgo.ProducerLinger(0), kgo.ProducerBatchCompression(codecs[cfg.Compression]),
+		kgo.ProducerBatchMaxBytes(1 << 20), kgo.MaxBufferedBytes(64 << 20)}
+	if cfg.Acks == "1" {
+		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	} else {
+		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
+	}
+	prod, err := kgo.NewClient(opts...)
 	return prod, value, err
 }
 
-// Produce sends n records of value and returns how long it took.
-func Produce(ctx context.Context, prod *kgo.Client, value []byte, n int64) (time.Duration, error) {
-	var failed atomic.Int64
+// keys are the 10,000 keys of keyed workloads.
+var keys = func() [][]byte {
+	k := make([][]byte, 10000)
+	for i := range k {
+		k[i] = []byte("key-" + strconv.Itoa(i))
+	}
+	return k
+}()
+
+// Produce sends n records of value (keyed if cfg.Keyed), records each
+// one's time from Produce to acknowledgement in lat (if not nil), calls
+// progress with the bytes acknowledged so far, and returns how long it
+// took.
+func Produce(ctx context.Context, cfg Config, prod *kgo.Client, value []byte, n int64, lat *Hist, progress func(int64)) (time.Duration, error) {
+	var failed, acked atomic.Int64
 	var firstErr atomic.Value
+	var latMu sync.Mutex
 	start := time.Now()
 	for i := int64(0); i < n; i++ {
-		prod.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+		r := &kgo.Record{Value: value}
+		if cfg.Keyed {
+			r.Key = keys[i%int64(len(keys))]
+		}
+		t0 := time.Now()
+		prod.Produce(ctx, r, func(_ *kgo.Record, err error) {
 			if err != nil && failed.Add(1) == 1 {
 				firstErr.Store(err)
+			}
+			if lat != nil {
+				d := time.Since(t0)
+				latMu.Lock()
+				lat.Record(d)
+				latMu.Unlock()
+			}
+			if a := acked.Add(1); progress != nil && a%1024 == 0 {
+				progress(1024 * int64(len(value)))
 			}
 		})
 	}
 	if err := prod.Flush(ctx); err != nil {
 		return 0, err
+	}
+	if progress != nil {
+		progress(acked.Load() % 1024 * int64(len(value)))
 	}
 	if failed.Load() > 0 {
 		return 0, fmt.Errorf("%d records failed, first: %v", failed.Load(), firstErr.Load())
@@ -155,9 +160,9 @@ func Produce(ctx context.Context, prod *kgo.Client, value []byte, n int64) (time
 	return time.Since(start), nil
 }
 
-// Consume reads n records of topic from the start with one consumer and
-// returns how long it took.
-func Consume(ctx context.Context, topic string, n int64, addrs ...string) (time.Duration, error) {
+// Consume reads n records of topic from the start with one consumer,
+// calling progress with the bytes read, and returns how long it took.
+func Consume(ctx context.Context, topic string, n int64, progress func(int64), addrs ...string) (time.Duration, error) {
 	cons, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(8<<20))
 	if err != nil {
@@ -173,26 +178,60 @@ func Consume(ctx context.Context, topic string, n int64, addrs ...string) (time.
 		if errs := fs.Errors(); len(errs) > 0 {
 			return 0, errs[0].Err
 		}
+		var b int64
+		fs.EachRecord(func(r *kgo.Record) { b += int64(len(r.Value)) })
 		got += int64(fs.NumRecords())
+		if progress != nil {
+			progress(b)
+		}
 	}
 	return time.Since(start), nil
 }
 
-// Report prints strata and baseline side by side with their ratio.
-func Report(w io.Writer, cfg Config, strata, base Result) {
-	payload := "random bytes"
-	if cfg.Text {
-		payload = "random letters"
+// CreateTopic creates the workload's topic with rf replicas (and its
+// durability, if set) and waits until every partition has a leader.
+func CreateTopic(ctx context.Context, cfg Config, adm *kadm.Client, topic string, rf int) error {
+	var configs map[string]*string
+	if cfg.Durability != "" {
+		configs = map[string]*string{"strata.durability": kadm.StringPtr(cfg.Durability)}
 	}
-	fmt.Fprintf(w, "workload: %d records of %d %s (%.0f MiB), compression %s, %d partitions, acks=all, one producer, one consumer\n\n",
-		strata.Records, cfg.RecordBytes, payload, float64(strata.Records*int64(cfg.RecordBytes))/(1<<20), cfg.Compression, cfg.Partitions)
-	fmt.Fprintf(w, "%-36s %14s %14s %8s\n", "metric", strata.Target, base.Target, "ratio")
-	row := func(name string, a, b float64, unit string) {
-		fmt.Fprintf(w, "%-36s %9.1f %-4s %9.1f %-4s %8.2f\n", name, a, unit, b, unit, a/b)
+	r, err := adm.CreateTopic(ctx, cfg.Partitions, int16(rf), configs, topic)
+	if err == nil {
+		err = r.Err
 	}
-	row("produce throughput", strata.ProduceMBps, base.ProduceMBps, "MB/s")
-	row("fetch throughput", strata.FetchMBps, base.FetchMBps, "MB/s")
-	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
-	row("produce latency p50 (1 in flight)", us(strata.LatencyP50), us(base.LatencyP50), "µs")
-	row("produce latency p99 (1 in flight)", us(strata.LatencyP99), us(base.LatencyP99), "µs")
+	if err != nil {
+		return fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	for {
+		md, err := adm.Metadata(ctx, topic)
+		if err == nil {
+			ready := 0
+			for _, p := range md.Topics[topic].Partitions {
+				if p.Leader >= 0 && p.Err == nil {
+					ready++
+				}
+			}
+			if ready == int(cfg.Partitions) {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("topic %s: partitions without a leader: %w", topic, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Size formats a byte count the way the flags take it (100B, 1KiB, 64MiB).
+func Size(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
 }

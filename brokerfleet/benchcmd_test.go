@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/stratamq/strata/brokerfleet/internal/bench"
+)
+
+// TestBenchMeasuresEveryTarget runs `brokerfleet bench` on two small
+// workloads against dev and kfake (each a child process) and a running dev
+// cluster given by -bootstrap, and checks the JSON report: every workload
+// on every target, record counts, sane percentiles, ratios against kfake
+// in the table, CPU and memory for the child processes only, and the idle
+// measurement.
+func TestBenchMeasuresEveryTarget(t *testing.T) {
+	other := startDev(t, t.TempDir())
+	out := filepath.Join(t.TempDir(), "bench.json")
+	prof := t.TempDir()
+	cmd := exec.Command(binPath, "bench", "-bytes", "2MiB", "-record-bytes", "100B,64KiB", "-keyed", "true",
+		"-partitions", "3", "-acks", "all", "-durability", "replicated,fsync", "-latency-samples", "50",
+		"-disk-bytes", "8MiB", "-idle-partitions", "30", "-idle-for", "1s", "-bootstrap", other.addr,
+		"-progress=false", "-json", out, "-profile", prof, "-data", t.TempDir())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "stderr: %s", stderr.String())
+
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	var rep bench.Report
+	require.NoError(t, json.Unmarshal(b, &rep))
+	require.Equal(t, "kfake", rep.Baseline)
+	require.Greater(t, rep.DiskWriteMBps, 0.0)
+
+	// 2 sizes × 2 durability modes on dev and bootstrap, 2 sizes on kfake.
+	count := map[string]int{}
+	var devCPU float64
+	for _, r := range rep.Results {
+		count[r.Target]++
+		require.Empty(t, r.Error, "%s on %s", r.Workload, r.Target)
+		require.Equal(t, int64(2<<20)/int64(r.RecordBytes), r.Records, r.Workload)
+		require.True(t, r.Keyed)
+		require.Greater(t, r.ProduceMBps, 0.0)
+		require.Greater(t, r.ConsumeMBps, 0.0)
+		l := r.OneInFlightLatency
+		require.Equal(t, int64(50), l.Count)
+		require.True(t, 0 < l.P50 && l.P50 <= l.P99 && l.P99 <= l.P999 && l.P999 <= l.Max, "%+v", l)
+		require.Equal(t, r.Records, r.LoadedLatency.Count)
+		switch r.Target {
+		case "dev", "kfake":
+			require.Greater(t, r.PeakRSS, int64(1<<20), "%s: peak memory of the child process", r.Target)
+			require.GreaterOrEqual(t, r.ProduceCPU, 0.0)
+			if r.Target == "dev" {
+				devCPU += r.ProduceCPU + r.ConsumeCPU // /proc counts in 10 ms ticks: kfake may use less
+			}
+		case "bootstrap":
+			require.Zero(t, r.PeakRSS, "no process to measure behind -bootstrap")
+		}
+		if r.Target == "kfake" {
+			require.Equal(t, 1, r.RF)
+			require.Empty(t, r.Durability)
+		} else {
+			require.Equal(t, 3, r.RF)
+			require.Contains(t, []string{"replicated", "fsync"}, r.Durability)
+		}
+	}
+	require.Equal(t, map[string]int{"dev": 4, "bootstrap": 4, "kfake": 2}, count)
+	require.Greater(t, devCPU, 0.0, "CPU of the dev process")
+
+	require.NotNil(t, rep.Idle)
+	require.Equal(t, 30, rep.Idle.Partitions)
+	require.Greater(t, rep.Idle.RSSAfter, int64(0))
+	require.GreaterOrEqual(t, rep.Idle.CPUPercent, 0.0)
+
+	// The table shows each row once, with ratios to kfake on the others.
+	table := stdout.String()
+	require.Contains(t, table, "100B keyed p3 acks=all fsync")
+	require.Contains(t, table, "64KiB keyed p3 acks=all replicated")
+	require.Equal(t, 10, strings.Count(table, " p3 acks=all"), table)
+	require.Contains(t, table, "idle: 30 partitions")
+
+	for _, f := range []string{"dev.cpu.pprof", "dev.allocs.pprof", "client.cpu.pprof"} {
+		st, err := os.Stat(filepath.Join(prof, f))
+		require.NoError(t, err, f)
+		require.Greater(t, st.Size(), int64(0), f)
+	}
+}
