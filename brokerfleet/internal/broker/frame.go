@@ -22,6 +22,14 @@ const frameChunk = 1 << 20
 // fails before anything is allocated; a large frame's buffer grows only as
 // its bytes arrive (to at most eight times what arrived).
 func readFrame(r io.Reader, limit int32) ([]byte, error) {
+	return readFrameInto(r, limit, nil, 0)
+}
+
+// readFrameInto is readFrame for a connection whose peer is trusted with
+// frames up to eager bytes (a leader answering this broker's own fetch):
+// those are read into buf if it is large enough, else into one buffer of
+// their exact size, with nothing grown or copied.
+func readFrameInto(r io.Reader, limit int32, buf []byte, eager int) ([]byte, error) {
 	var sz [4]byte
 	if _, err := io.ReadFull(r, sz[:]); err != nil {
 		return nil, err
@@ -31,15 +39,27 @@ func readFrame(r io.Reader, limit int32) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", errFrameTooLarge, n, limit)
 	}
 	size := int(n)
-	buf := make([]byte, min(size, frameChunk))
+	switch {
+	case size <= cap(buf):
+		buf = buf[:size]
+	case size <= eager:
+		buf = make([]byte, size)
+	default:
+		buf = make([]byte, min(size, frameChunk))
+	}
 	if _, err := io.ReadFull(r, buf); err != nil {
 		return nil, err
 	}
 	for len(buf) < size {
-		// Grow eightfold per step: a frame of 8 MiB costs one copy of
-		// its first MiB, and a peer still has to send an eighth of what
-		// it makes the broker allocate.
-		grown := make([]byte, min(size, 8*len(buf)))
+		// Grow eightfold per step (straight to the frame's size once
+		// that is less than twice as far): a frame of 8 MiB costs one
+		// copy of its first MiB, and a peer still has to send an eighth
+		// of what it makes the broker allocate.
+		next := 8 * len(buf)
+		if size < 2*next {
+			next = size
+		}
+		grown := make([]byte, next)
 		copy(grown, buf)
 		if _, err := io.ReadFull(r, grown[len(buf):]); err != nil {
 			return nil, err

@@ -37,3 +37,23 @@ func TestReadFrameSizes(t *testing.T) {
 	_, err = readFrame(bytes.NewReader(binary.BigEndian.AppendUint32(nil, 200<<20)), 100<<20)
 	require.ErrorIs(t, err, errFrameTooLarge)
 }
+
+// TestReadFrameIntoReuses: a frame that fits the buffer given is read into
+// it; an eager one that does not gets one buffer of its exact size.
+func TestReadFrameIntoReuses(t *testing.T) {
+	frame := func(n int) []byte {
+		f := binary.BigEndian.AppendUint32(nil, uint32(n))
+		return append(f, bytes.Repeat([]byte{7}, n)...)
+	}
+	buf := make([]byte, 0, 4<<20)
+	got, err := readFrameInto(bytes.NewReader(frame(3<<20)), 1<<30, buf, 64<<20)
+	require.NoError(t, err)
+	require.Len(t, got, 3<<20)
+	require.Same(t, &buf[:1][0], &got[0], "a frame that fits was not read into the buffer given")
+
+	got, err = readFrameInto(bytes.NewReader(frame(10<<20)), 1<<30, buf, 64<<20)
+	require.NoError(t, err)
+	require.Len(t, got, 10<<20)
+	require.Equal(t, 10<<20, cap(got), "an eager frame grew instead of being allocated at its size")
+	require.Equal(t, byte(7), got[len(got)-1])
+}

@@ -141,7 +141,7 @@ func (b *Broker) tierBacklog(now time.Time) (lag time.Duration, segs int, bytes 
 		return 0, 0, 0
 	}
 	oldest := map[tierKey]int64{}
-	for _, lp := range b.tiering.led() {
+	for _, lp := range b.tiering.led(false) {
 		uploaded := lp.p.UploadedTo()
 		if !lp.p.Tiered() {
 			uploaded = -1

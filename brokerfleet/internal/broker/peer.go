@@ -21,6 +21,7 @@ type peerConn struct {
 	corr int32
 	f    *kmsg.RequestFormatter
 	buf  []byte
+	resp []byte // the last response frame (up to 8 MiB), reused by the next do
 }
 
 func dialPeer(ctx context.Context, dial func(context.Context, string) (net.Conn, error), addr string, self int32) (*peerConn, error) {
@@ -39,7 +40,9 @@ func dialPeer(ctx context.Context, dial func(context.Context, string) (net.Conn,
 	}, nil
 }
 
-// do sends req and returns its response, within timeout.
+// do sends req and returns its response, within timeout. The response's
+// byte fields (record sets) alias a buffer the next do reuses: use them
+// before calling do again.
 func (pc *peerConn) do(req kmsg.Request, timeout time.Duration) (kmsg.Response, error) {
 	pc.corr++
 	if err := pc.c.SetDeadline(time.Now().Add(timeout)); err != nil {
@@ -49,9 +52,12 @@ func (pc *peerConn) do(req kmsg.Request, timeout time.Duration) (kmsg.Response, 
 	if _, err := pc.c.Write(pc.buf); err != nil {
 		return nil, err
 	}
-	frame, err := readFrame(pc.br, 1<<30)
+	frame, err := readFrameInto(pc.br, 1<<30, pc.resp, 2*replicaFetchMaxBytes)
 	if err != nil {
 		return nil, err
+	}
+	if cap(frame) <= 8<<20 {
+		pc.resp = frame[:0] // kept for the next response; a larger one is not pinned
 	}
 	if len(frame) < 4 || int32(binary.BigEndian.Uint32(frame)) != pc.corr {
 		return nil, fmt.Errorf("%w: response out of order", errMalformed)

@@ -146,12 +146,15 @@ type partitionCfg struct {
 	object         bool // strata.durability=object
 }
 
-func (tg *tiering) led() []ledPartition {
+func (tg *tiering) led(objectOnly bool) []ledPartition {
 	b := tg.b
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	var out []ledPartition
 	for _, ts := range b.topics {
+		if objectOnly && ts.cfg.Durability != topic.DurabilityObject {
+			continue
+		}
 		for i, st := range ts.states {
 			if st.Leader == b.cfg.NodeID && ts.parts[i] != nil {
 				out = append(out, ledPartition{key: tierKey{ts.meta.ID, int32(i)}, name: ts.meta.Name, p: ts.parts[i], epoch: st.LeaderEpoch,
@@ -168,7 +171,7 @@ func (tg *tiering) round() {
 	if !b.leaseValid() {
 		return
 	}
-	led := tg.led()
+	led := tg.led(false)
 	keep := map[tierKey]bool{}
 	now := time.Now()
 	for _, lp := range led {
@@ -491,7 +494,7 @@ func (tg *tiering) flushWAL() error {
 	}
 	var parts []tier.WALPart
 	var owners []pending
-	for _, lp := range tg.led() {
+	for _, lp := range tg.led(true) { // 20 times a second: only object-durability topics
 		if !lp.cfg.object {
 			continue
 		}
