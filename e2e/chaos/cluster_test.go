@@ -462,11 +462,37 @@ func (c *cluster) StopAndCompare(ends map[int32]int64) []string {
 			if starts[i] != starts[0] {
 				diffs = append(diffs, fmt.Sprintf("partition %d: log start %d on one replica, %d on another", p, starts[0], starts[i]))
 			} else if !bytes.Equal(logs[0], logs[i]) {
-				diffs = append(diffs, fmt.Sprintf("partition %d: replicas differ below the high watermark %d (%d vs %d bytes)", p, ends[p], len(logs[0]), len(logs[i])))
+				diffs = append(diffs, fmt.Sprintf("partition %d: replicas differ below the high watermark %d (%d vs %d bytes); %s", p, ends[p], len(logs[0]), len(logs[i]), firstDiff(logs[0], logs[i])))
 			}
 		}
 	}
 	return diffs
+}
+
+// firstDiff describes the first batch where two replicas' logs differ.
+func firstDiff(a, b []byte) string {
+	type batch struct {
+		h segment.Header
+		b []byte
+	}
+	split := func(l []byte) []batch {
+		var out []batch
+		segment.Split(l, func(h segment.Header, b []byte) error {
+			out = append(out, batch{h, b})
+			return nil
+		})
+		return out
+	}
+	x, y := split(a), split(b)
+	desc := func(h segment.Header) string {
+		return fmt.Sprintf("offset %d+%d epoch %d producer %d/%d seq %d crc %08x", h.BaseOffset, h.LastOffsetDelta, h.PartitionLeaderEpoch, h.ProducerID, h.ProducerEpoch, h.BaseSequence, h.CRC)
+	}
+	for i := 0; i < min(len(x), len(y)); i++ {
+		if !bytes.Equal(x[i].b, y[i].b) {
+			return fmt.Sprintf("first difference at batch %d: [%s] vs [%s]", i, desc(x[i].h), desc(y[i].h))
+		}
+	}
+	return fmt.Sprintf("%d vs %d batches", len(x), len(y))
 }
 
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {

@@ -158,7 +158,7 @@ func (r *replicator) run(ctx context.Context, l *fetchLoop) {
 			sleepCtx(ctx, replicaBackoff)
 			continue
 		}
-		if !r.apply(parts, resp.(*kmsg.FetchResponse), log) {
+		if !r.apply(parts, resp.(*kmsg.FetchResponse), truncatedAt, log) {
 			sleepCtx(ctx, replicaBackoff)
 		}
 	}
@@ -224,8 +224,10 @@ func (r *replicator) truncate(conn *peerConn, parts []followed, done map[partKey
 			if target < f.p.LogEndOffset() {
 				r.b.log.Info("truncating diverged replica", "topic", f.topic, "partition", f.index,
 					"from", f.p.LogEndOffset(), "to", target, "leaderEpoch", f.epoch)
-				if err := f.p.TruncateTo(target); err != nil {
-					r.b.log.Warn("truncate replica", "topic", f.topic, "partition", f.index, "err", err)
+				if err := f.p.TruncateTo(f.epoch, target); err != nil {
+					if !errors.Is(err, partition.ErrStaleEpoch) {
+						r.b.log.Warn("truncate replica", "topic", f.topic, "partition", f.index, "err", err)
+					}
 					continue
 				}
 			}
@@ -277,15 +279,15 @@ func (r *replicator) fetchRequest(parts []followed) *kmsg.FetchRequest {
 
 // apply appends what the leader sent. It returns false when nothing
 // progressed because of errors, so the loop backs off.
-func (r *replicator) apply(parts []followed, resp *kmsg.FetchResponse, log interface {
+func (r *replicator) apply(parts []followed, resp *kmsg.FetchResponse, truncatedAt map[partKey]int32, log interface {
 	Warn(string, ...any)
 }) bool {
-	byKey := map[string]map[int32]*partition.Partition{}
+	byKey := map[string]map[int32]followed{}
 	for _, f := range parts {
 		if byKey[f.topic] == nil {
-			byKey[f.topic] = map[int32]*partition.Partition{}
+			byKey[f.topic] = map[int32]followed{}
 		}
-		byKey[f.topic][f.index] = f.p
+		byKey[f.topic][f.index] = f
 	}
 	if resp.ErrorCode != 0 {
 		return false
@@ -293,18 +295,26 @@ func (r *replicator) apply(parts []followed, resp *kmsg.FetchResponse, log inter
 	progressed := false
 	for _, rt := range resp.Topics {
 		for _, rp := range rt.Partitions {
-			p := byKey[rt.Topic][rp.Partition]
-			if p == nil {
+			f, ok := byKey[rt.Topic][rp.Partition]
+			if !ok {
 				continue
 			}
+			p := f.p
 			if rp.ErrorCode == kerr.OffsetOutOfRange.Code && rp.LogStartOffset > p.LogEndOffset() {
 				// Our whole log lies below the leader's (its older segments
 				// went to the tier, or our disk was wiped): start over at
 				// the leader's log start, as Kafka's followers do.
-				if err := p.ResetTo(rp.LogStartOffset); err != nil && !errors.Is(err, partition.ErrClosed) {
+				if err := p.ResetTo(f.epoch, false, rp.LogStartOffset); err != nil && !errors.Is(err, partition.ErrClosed) && !errors.Is(err, partition.ErrStaleEpoch) {
 					log.Warn("reset replica to the leader's log start", "topic", rt.Topic, "partition", rp.Partition, "err", err)
 				}
 				progressed = true
+				continue
+			}
+			if rp.ErrorCode == kerr.OffsetOutOfRange.Code {
+				// Our log ends past the leader's: reconcile again (ask
+				// where our last epoch ends in its log) before fetching.
+				log.Warn("replica ahead of its leader: reconciling", "topic", rt.Topic, "partition", rp.Partition, "logEnd", p.LogEndOffset())
+				delete(truncatedAt, partKey{f.topic, f.index})
 				continue
 			}
 			if rp.ErrorCode != 0 {
@@ -316,8 +326,10 @@ func (r *replicator) apply(parts []followed, resp *kmsg.FetchResponse, log inter
 				}
 				continue
 			}
-			if err := p.AppendReplica(rp.RecordBatches, rp.HighWatermark); err != nil {
-				if !errors.Is(err, partition.ErrClosed) {
+			// Appended only while the partition is still at the epoch the
+			// fetch was sent under (checked under the partition's lock).
+			if err := p.AppendReplica(f.epoch, rp.RecordBatches, rp.HighWatermark); err != nil {
+				if !errors.Is(err, partition.ErrClosed) && !errors.Is(err, partition.ErrStaleEpoch) {
 					log.Warn("replica append", "topic", rt.Topic, "partition", rp.Partition, "err", err)
 				}
 				continue

@@ -300,8 +300,8 @@ func (tg *tiering) partitionRound(ctx context.Context, lp ledPartition) error {
 			// replaced disk): everything below end is in S3.
 			b.log.Warn("local log ends below the tier; restarting it at the tier's end",
 				"topic", lp.name, "partition", lp.key.partition, "localEnd", p.LogEndOffset(), "tierEnd", end, "leaderEpoch", epoch, "manifestEpoch", man.LeaderEpoch)
-			if err := p.ResetAsLeader(epoch, end); err != nil {
-				if errors.Is(err, partition.ErrNotLeader) {
+			if err := p.ResetTo(epoch, true, end); err != nil {
+				if errors.Is(err, partition.ErrStaleEpoch) {
 					return nil // newer metadata arrived meanwhile
 				}
 				return err

@@ -72,12 +72,16 @@ func (p *Partition) EndOffsetForEpoch(e int32) (int32, int64) {
 // TruncateTo removes every batch at and after offset (a follower cutting
 // a tail that diverged from its new leader's log). Producer state and the
 // epoch history lose what was cut; the high watermark never exceeds the
-// new end.
-func (p *Partition) TruncateTo(offset int64) error {
+// new end. epoch is the leader epoch the cut was worked out under: if the
+// partition has moved on, nothing is cut (ErrStaleEpoch).
+func (p *Partition) TruncateTo(epoch int32, offset int64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return ErrClosed
+	}
+	if err := p.checkEpochLocked(epoch, false); err != nil {
+		return err
 	}
 	if offset >= p.log.NextOffset() {
 		return nil

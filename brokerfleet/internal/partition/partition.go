@@ -17,9 +17,23 @@ import (
 // deleted or the broker is shutting down).
 var ErrClosed = errors.New("partition closed")
 
-// ErrNotLeader is returned by ResetAsLeader when the partition has moved
-// on to another leader epoch or role.
-var ErrNotLeader = errors.New("partition: not the leader at that epoch")
+// ErrStaleEpoch is returned by the replica operations (AppendReplica,
+// TruncateTo, ResetTo) when the partition has left the leader epoch, or
+// the role, they were decided under.
+var ErrStaleEpoch = errors.New("partition: leader epoch or role moved on")
+
+// checkEpochLocked fails with ErrStaleEpoch unless the partition is at
+// leader epoch epoch and leads (asLeader) or follows (!asLeader). Called
+// under p.mu, which SetLeaderEpoch also takes: a follower fetch loop that
+// asked the previous leader can never append its answer after the loop
+// of the new leader has truncated the log to that leader's (which would
+// leave this replica holding batches the new leader does not have).
+func (p *Partition) checkEpochLocked(epoch int32, asLeader bool) error {
+	if p.leaderEpoch.Load() != epoch || p.IsLeader() != asLeader {
+		return ErrStaleEpoch
+	}
+	return nil
+}
 
 // Options configure a Partition.
 type Options struct {

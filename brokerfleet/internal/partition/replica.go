@@ -183,12 +183,17 @@ func (p *Partition) recomputeHWM() {
 
 // AppendReplica appends batches a follower fetched from the leader, as
 // they are (offsets and epochs assigned by the leader), and takes the
-// leader's high watermark, capped by what it holds.
-func (p *Partition) AppendReplica(batches []byte, leaderHWM int64) error {
+// leader's high watermark, capped by what it holds. epoch is the leader
+// epoch the fetch was sent under: an answer from a leader the partition
+// has since left is dropped with ErrStaleEpoch.
+func (p *Partition) AppendReplica(epoch int32, batches []byte, leaderHWM int64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return ErrClosed
+	}
+	if err := p.checkEpochLocked(epoch, false); err != nil {
+		return err
 	}
 	if len(batches) > 0 {
 		if err := p.log.Append(batches); err != nil {

@@ -63,7 +63,7 @@ func TestFollowerAppendsVerbatim(t *testing.T) {
 	}
 	data, err := leader.ReadUncommitted(nil, 0, 1<<20)
 	require.NoError(t, err)
-	require.NoError(t, follower.AppendReplica(data, 4))
+	require.NoError(t, follower.AppendReplica(0, data, 4))
 	require.EqualValues(t, 6, follower.LogEndOffset())
 	require.EqualValues(t, 4, follower.HighWatermark(), "the leader's high watermark, capped by the log end")
 	got, err := follower.ReadUncommitted(nil, 0, 1<<20)
@@ -89,9 +89,38 @@ func TestPromotedFollowerAdvancesHighWatermark(t *testing.T) {
 	}
 	data, err := leader.ReadUncommitted(nil, 0, 1<<20)
 	require.NoError(t, err)
-	require.NoError(t, follower.AppendReplica(data, 4)) // it learned HWM 4 of 6
+	require.NoError(t, follower.AppendReplica(0, data, 4)) // it learned HWM 4 of 6
 	follower.SetReplication(2, true, []int32{1, 2, 3}, []int32{2, 3})
 	require.EqualValues(t, 4, follower.HighWatermark())
 	follower.ReplicaFetched(3, 6)
 	require.EqualValues(t, 6, follower.HighWatermark())
+}
+
+// TestStaleFetchIsDropped: a follower whose partition moved to a new
+// leader epoch (and was truncated to the new leader's log) drops an answer
+// to a fetch it sent the previous leader, and a truncation or reset worked
+// out under the old epoch; under the current epoch all three apply.
+func TestStaleFetchIsDropped(t *testing.T) {
+	leader, _ := newPartition(t, segment.NewMemFS(), testConfig("replicated"), time.Now)
+	follower, _ := newPartition(t, segment.NewMemFS(), testConfig("replicated"), time.Now)
+	follower.SetLeaderEpoch(3)
+	follower.SetReplication(2, false, []int32{1, 2}, []int32{1, 2})
+	for i := 0; i < 3; i++ {
+		mustAppend(t, leader, plain(7, 8))
+	}
+	data, err := leader.ReadUncommitted(nil, 0, 1<<20)
+	require.NoError(t, err)
+
+	follower.SetLeaderEpoch(4) // a new leader
+	require.ErrorIs(t, follower.AppendReplica(3, data, 6), ErrStaleEpoch)
+	require.EqualValues(t, 0, follower.LogEndOffset(), "an answer from the previous leader was appended")
+
+	require.NoError(t, follower.AppendReplica(4, data, 6))
+	require.EqualValues(t, 6, follower.LogEndOffset())
+	require.ErrorIs(t, follower.TruncateTo(3, 2), ErrStaleEpoch)
+	require.ErrorIs(t, follower.ResetTo(3, false, 100), ErrStaleEpoch)
+	require.ErrorIs(t, follower.ResetTo(4, true, 100), ErrStaleEpoch, "a follower reset as if it led")
+	require.EqualValues(t, 6, follower.LogEndOffset())
+	require.NoError(t, follower.TruncateTo(4, 2))
+	require.EqualValues(t, 2, follower.LogEndOffset())
 }

@@ -32,10 +32,15 @@ func (p *Partition) LocalLogStartOffset() int64 { return p.logStart.Load() }
 
 // ResetTo empties the local log and restarts it at offset (a replica whose
 // disk was wiped, or whose log lies wholly below the leader's start):
-// producer state and epoch history go with the log.
-func (p *Partition) ResetTo(offset int64) error {
+// producer state and epoch history go with the log. It does so only while
+// the partition is at leader epoch epoch, in the role given (ErrStaleEpoch
+// otherwise): see checkEpochLocked.
+func (p *Partition) ResetTo(epoch int32, asLeader bool, offset int64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if err := p.checkEpochLocked(epoch, asLeader); err != nil {
+		return err
+	}
 	return p.resetLocked(offset)
 }
 
@@ -55,19 +60,6 @@ func (p *Partition) resetLocked(offset int64) error {
 	p.repMu.Unlock()
 	p.notify()
 	return nil
-}
-
-// ResetAsLeader is ResetTo for a leader elected with a log that ends below
-// the tier: it resets only if the partition still leads at epoch, checked
-// under the lock SetLeaderEpoch takes, so a broker that has just learned it
-// no longer leads never empties its log. Otherwise it returns ErrNotLeader.
-func (p *Partition) ResetAsLeader(epoch int32, offset int64) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.leaderEpoch.Load() != epoch || !p.IsLeader() {
-		return ErrNotLeader
-	}
-	return p.resetLocked(offset)
 }
 
 // ClosedSegments returns the closed segments lying wholly below the high
