@@ -293,6 +293,7 @@ func (r *replicator) apply(parts []followed, resp *kmsg.FetchResponse, truncated
 		return false
 	}
 	progressed := false
+	var appended []*partition.Partition // fsync durability, to sync
 	for _, rt := range resp.Topics {
 		for _, rp := range rt.Partitions {
 			f, ok := byKey[rt.Topic][rp.Partition]
@@ -335,8 +336,25 @@ func (r *replicator) apply(parts []followed, resp *kmsg.FetchResponse, truncated
 				continue
 			}
 			progressed = true
+			if p.Fsync() {
+				appended = append(appended, p)
+			}
 		}
 	}
+	// fsync durability: sync the partitions of this answer in parallel
+	// (one fsync each, the disk overlaps them) before the next fetch
+	// reports their new ends.
+	var wg sync.WaitGroup
+	for _, p := range appended {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.SyncReplica(); err != nil && !errors.Is(err, partition.ErrClosed) {
+				log.Warn("replica sync", "partition", p.Index(), "err", err)
+			}
+		}()
+	}
+	wg.Wait()
 	return progressed || len(resp.Topics) == 0
 }
 

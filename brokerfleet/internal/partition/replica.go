@@ -208,15 +208,24 @@ func (p *Partition) AppendReplica(epoch int32, batches []byte, leaderHWM int64) 
 			return nil
 		})
 		p.noteBatches(batches)
-		if p.cfg.Load().Durability == "fsync" {
-			if err := p.log.Flush(p.log.NextOffset()); err != nil {
-				return err
-			}
-		}
 	}
 	p.advanceHWM(min(leaderHWM, p.log.NextOffset()))
 	return nil
 }
+
+// SyncReplica makes what AppendReplica appended durable if the topic's
+// durability is "fsync" (else it does nothing). The fetch loop syncs every
+// partition of an answer at once before it fetches again, since its next
+// fetch offset tells the leader the data is on disk.
+func (p *Partition) SyncReplica() error {
+	if !p.Fsync() {
+		return nil
+	}
+	return p.log.Flush(p.log.NextOffset())
+}
+
+// Fsync reports whether the topic's durability is "fsync".
+func (p *Partition) Fsync() bool { return p.cfg.Load().Durability == "fsync" }
 
 // ReadUncommitted reads like Read but up to the log end, for followers.
 func (p *Partition) ReadUncommitted(dst []byte, offset int64, maxBytes int) ([]byte, error) {

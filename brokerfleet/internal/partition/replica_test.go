@@ -124,3 +124,29 @@ func TestStaleFetchIsDropped(t *testing.T) {
 	require.NoError(t, follower.TruncateTo(4, 2))
 	require.EqualValues(t, 2, follower.LogEndOffset())
 }
+
+// TestFollowerSyncsFsyncTopics: with strata.durability=fsync, what a
+// follower appended survives a crash once SyncReplica returned; before it,
+// a crash may lose it (the fetch loop syncs before it fetches again).
+func TestFollowerSyncsFsyncTopics(t *testing.T) {
+	leader, _ := newPartition(t, segment.NewMemFS(), testConfig("replicated"), time.Now)
+	for i := 0; i < 3; i++ {
+		mustAppend(t, leader, plain(7, 8))
+	}
+	data, err := leader.ReadUncommitted(nil, 0, 1<<20)
+	require.NoError(t, err)
+
+	fs := segment.NewMemFS()
+	follower, _ := newPartition(t, fs, testConfig("fsync"), time.Now)
+	follower.SetReplication(2, false, []int32{1, 2}, []int32{1, 2})
+	require.True(t, follower.Fsync())
+	require.NoError(t, follower.AppendReplica(0, data, 6))
+	lost := openLog(t, fs.Crash(0))
+	require.EqualValues(t, 0, lost.NextOffset(), "appended data was synced before SyncReplica")
+	lost.Close()
+
+	require.NoError(t, follower.SyncReplica())
+	kept := openLog(t, fs.Crash(0))
+	defer kept.Close()
+	require.EqualValues(t, 6, kept.NextOffset(), "SyncReplica returned before the data was durable")
+}
