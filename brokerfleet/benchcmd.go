@@ -192,7 +192,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if f.progress {
 		var total int64
 		for _, c := range cfgs {
-			total += 2 * c.Records() * int64(c.RecordBytes) * int64(len(live))
+			for _, t := range live {
+				if t.Name != "kfake" || firstDurability(cfgs, c) {
+					total += 2 * c.Records() * int64(c.RecordBytes)
+				}
+			}
 		}
 		bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(stderr), progressbar.OptionShowBytes(true),
 			progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionSetWidth(30),
