@@ -44,6 +44,7 @@ type tiering struct {
 	kick chan struct{}
 
 	mu        sync.Mutex
+	loaded    chan struct{} // closed (and replaced) whenever a manifest is loaded into parts
 	parts     map[tierKey]*tierState
 	walRefs   map[string]int // WAL object -> manifests of led partitions referencing it
 	walSeq    int64
@@ -65,8 +66,15 @@ func newTiering(b *Broker) *tiering {
 	}
 }
 
+// readyWait bounds how long a write to a new leader waits for its
+// manifest to be loaded before it is refused with NOT_LEADER. Refusing at
+// once cost clients up to 5 s on every new topic (franz-go refreshes
+// metadata at most every 5 s), while loading takes milliseconds.
+const readyWait = 3 * time.Second
+
 // ready reports whether a led partition may take writes: its manifest was
-// read under its current leader epoch. Otherwise the tier loop is kicked.
+// read under its current leader epoch. Otherwise it kicks the tier loop
+// and waits up to readyWait for it.
 func (tg *tiering) ready(name string, idx int32, p *partition.Partition) bool {
 	if tg == nil {
 		return true // no tier: nothing to read first
@@ -75,8 +83,35 @@ func (tg *tiering) ready(name string, idx int32, p *partition.Partition) bool {
 	if ts == nil {
 		return true // deleted meanwhile: the append fails on its own
 	}
-	_, _, ok := tg.current(tierKey{ts.meta.ID, idx}, p)
-	return ok
+	var timeout <-chan time.Time
+	for {
+		ch := tg.loadedSignal() // taken first, so a load in between is not missed
+		if _, _, ok := tg.current(tierKey{ts.meta.ID, idx}, p); ok {
+			return true
+		}
+		if timeout == nil {
+			t := time.NewTimer(readyWait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-ch:
+		case <-timeout:
+			return false
+		case <-tg.b.ctx.Done():
+			return false
+		}
+	}
+}
+
+// loadedSignal returns a channel closed at the next manifest load.
+func (tg *tiering) loadedSignal() <-chan struct{} {
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	if tg.loaded == nil {
+		tg.loaded = make(chan struct{})
+	}
+	return tg.loaded
 }
 
 // current returns a partition's tier state and manifest if they were read
@@ -312,6 +347,10 @@ func (tg *tiering) partitionRound(ctx context.Context, lp ledPartition) error {
 		p.SetObjectDurable(tier.End(man))
 		tg.mu.Lock()
 		tg.parts[lp.key] = st
+		if tg.loaded != nil {
+			close(tg.loaded) // wake writes waiting in ready
+			tg.loaded = nil
+		}
 		tg.mu.Unlock()
 	}
 	// The WAL loop and DeleteRecords update st under tg.mu too: read it
