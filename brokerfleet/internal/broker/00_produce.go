@@ -116,7 +116,7 @@ func (b *Broker) produceOne(req *kmsg.ProduceRequest, topicName string, idx int3
 	case req.TransactionID != nil:
 		return nil, partition.AppendResult{}, coded(kerr.InvalidRequest, "transactions are not supported")
 	}
-	p, code := b.leaderPartition(topicName, idx)
+	p, code := b.awaitLeader(b.ctx, topicName, idx)
 	if code != 0 {
 		return nil, partition.AppendResult{}, &codedError{code: code, msg: fmt.Sprintf("%s-%d: %s", topicName, idx, kerr.ErrorForCode(code))}
 	}

@@ -54,10 +54,13 @@ type Broker struct {
 
 	adminMu sync.Mutex   // serializes topic changes and reconciliation
 	mu      sync.RWMutex // guards topics and byID; topicState values are immutable
-	topics  map[string]*topicState
-	byID    map[metastore.TopicID]*topicState
-	peers   map[int32]metastore.Broker           // live registrations, from the last reconcile
-	shards  map[int32]metastore.CoordinatorShard // group coordinator shard assignments
+
+	reconciledMu sync.Mutex
+	reconciled   chan struct{} // closed (and replaced) at the end of each reconcile
+	topics       map[string]*topicState
+	byID         map[metastore.TopicID]*topicState
+	peers        map[int32]metastore.Broker           // live registrations, from the last reconcile
+	shards       map[int32]metastore.CoordinatorShard // group coordinator shard assignments
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc

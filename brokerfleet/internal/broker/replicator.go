@@ -40,6 +40,37 @@ type fetchLoop struct {
 	done   chan struct{}
 	connMu sync.Mutex
 	conn   *peerConn // closed on stop to abort a request in flight
+
+	// interrupted is set when the connection was closed because the loop
+	// gained a partition (or a partition's epoch moved): the fetch parked
+	// at the leader (up to fetchWait) did not ask for it, so the loop
+	// reconnects at once instead of backing off.
+	interrupted atomic.Bool
+}
+
+// interrupt cuts the request in flight short (see interrupted).
+func (l *fetchLoop) interrupt() {
+	l.connMu.Lock()
+	if l.conn != nil {
+		l.interrupted.Store(true)
+		l.conn.close()
+	}
+	l.connMu.Unlock()
+}
+
+// gained reports whether next follows a partition, or a leader epoch,
+// that prev did not.
+func gained(prev, next []followed) bool {
+	had := make(map[partKey]int32, len(prev))
+	for _, f := range prev {
+		had[partKey{f.topic, f.index}] = f.epoch
+	}
+	for _, f := range next {
+		if e, ok := had[partKey{f.topic, f.index}]; !ok || e != f.epoch {
+			return true
+		}
+	}
+	return false
 }
 
 func (l *fetchLoop) setConn(c *peerConn) {
@@ -85,7 +116,10 @@ func (r *replicator) update(byLeader map[int32][]followed, addrs map[int32]strin
 		}
 		parts := parts
 		if l := r.loops[id]; l != nil {
-			l.parts.Store(&parts)
+			prev := l.parts.Swap(&parts)
+			if prev == nil || gained(*prev, parts) {
+				l.interrupt()
+			}
 			continue
 		}
 		ctx, cancel := context.WithCancel(r.b.ctx)
@@ -134,7 +168,9 @@ func (r *replicator) run(ctx context.Context, l *fetchLoop) {
 			}
 			conn.close()
 			conn = nil
-			sleepCtx(ctx, replicaBackoff)
+			if !l.interrupted.Swap(false) {
+				sleepCtx(ctx, replicaBackoff)
+			}
 			continue
 		}
 		var parts []followed
@@ -155,7 +191,9 @@ func (r *replicator) run(ctx context.Context, l *fetchLoop) {
 			}
 			conn.close()
 			conn = nil
-			sleepCtx(ctx, replicaBackoff)
+			if !l.interrupted.Swap(false) {
+				sleepCtx(ctx, replicaBackoff)
+			}
 			continue
 		}
 		if !r.apply(parts, resp.(*kmsg.FetchResponse), truncatedAt, log) {

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
 	"github.com/stratamq/strata/pkg/metastore"
@@ -252,6 +254,7 @@ func (b *Broker) setTopicConfigs(ctx context.Context, name string, edit func(map
 func (b *Broker) reconcile(ctx context.Context) error {
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
+	defer b.signalReconciled()
 	brokers, err := b.meta.Brokers(ctx)
 	if err != nil {
 		return err
@@ -425,4 +428,58 @@ func (b *Broker) swapTopic(ts *topicState) {
 	b.topics[ts.meta.Name] = ts
 	b.byID[ts.meta.ID] = ts
 	b.mu.Unlock()
+}
+
+// metadataWait bounds how long a produce waits for this broker to learn
+// of a partition it does not know yet (a topic created through another
+// broker): the watcher applies changes every -watch-interval. Answering at
+// once with UNKNOWN_TOPIC_OR_PARTITION cost clients up to 5 s (franz-go
+// refreshes metadata at most every 5 s) on new topics in a three-broker
+// cluster. NOT_LEADER is still answered at once: a client sending to a
+// former leader must move on without delay.
+const metadataWait = 2 * time.Second
+
+// reconciledSignal returns a channel closed when the next reconcile ends.
+func (b *Broker) reconciledSignal() <-chan struct{} {
+	b.reconciledMu.Lock()
+	defer b.reconciledMu.Unlock()
+	if b.reconciled == nil {
+		b.reconciled = make(chan struct{})
+	}
+	return b.reconciled
+}
+
+func (b *Broker) signalReconciled() {
+	b.reconciledMu.Lock()
+	if b.reconciled != nil {
+		close(b.reconciled)
+		b.reconciled = nil
+	}
+	b.reconciledMu.Unlock()
+}
+
+// awaitLeader is leaderPartition for a write: if this broker does not know
+// the partition, it waits up to metadataWait for the watcher's next
+// reconciles (no extra metastore reads) before answering.
+func (b *Broker) awaitLeader(ctx context.Context, topicName string, idx int32) (*partition.Partition, int16) {
+	var timeout <-chan time.Time
+	for {
+		ch := b.reconciledSignal()
+		p, code := b.leaderPartition(topicName, idx)
+		if code != kerr.UnknownTopicOrPartition.Code {
+			return p, code
+		}
+		if timeout == nil {
+			t := time.NewTimer(metadataWait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-ch:
+		case <-timeout:
+			return p, code
+		case <-ctx.Done():
+			return p, code
+		}
+	}
 }
