@@ -50,7 +50,7 @@ type devProcess struct {
 	cmd    *exec.Cmd
 	addr   string   // the first bootstrap address
 	addrs  []string // every broker's address
-	stderr *bytes.Buffer
+	stderr *syncBuffer
 	exited chan error
 }
 
@@ -65,7 +65,7 @@ func startProcess(t *testing.T, args ...string) *devProcess {
 	cmd := exec.Command(binPath, args...)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
-	p := &devProcess{cmd: cmd, stderr: &bytes.Buffer{}, exited: make(chan error, 1)}
+	p := &devProcess{cmd: cmd, stderr: &syncBuffer{}, exited: make(chan error, 1)}
 	cmd.Stderr = p.stderr
 	require.NoError(t, cmd.Start())
 	go func() { p.exited <- cmd.Wait() }()

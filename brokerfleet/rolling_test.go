@@ -195,5 +195,9 @@ func containsID(ids []int32, id int32) bool {
 // a retriable Kafka code or a connection that went away.
 func retriable(err error) bool {
 	var ne net.Error
-	return kerr.IsRetriable(err) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
+	return kerr.IsRetriable(err) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		// Group membership is not persisted: a member whose coordinator
+		// moved is unknown to the new one, and franz-go rejoins under a
+		// new member id (it reports the error and carries on).
+		errors.Is(err, kerr.UnknownMemberID)
 }
