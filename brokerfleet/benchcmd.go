@@ -185,7 +185,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	if f.bootstrap != "" {
-		live = append(live, &benchTarget{Target: bench.Target{Name: "bootstrap", Addrs: strings.Split(f.bootstrap, ","), RF: f.rf, Strata: true}})
+		live = append(live, &benchTarget{Target: bench.Target{Name: "bootstrap", Addrs: splitList(f.bootstrap), RF: f.rf, Strata: true}})
 	}
 
 	var bar *progressbar.ProgressBar
