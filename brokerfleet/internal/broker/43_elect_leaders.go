@@ -87,42 +87,20 @@ func (b *Broker) electOne(ctx context.Context, name string, idx int32, unclean b
 			st = states[idx]
 		}
 		b.mu.RLock()
-		live := func(id int32) bool { _, ok := b.peers[id]; return ok }
-		leaderLive := st.Leader >= 0 && live(st.Leader)
-		next := st
-		var code int16
-		var msg string
-		switch {
-		case !unclean && len(st.Replicas) == 0:
-			code = kerr.PreferredLeaderNotAvailable.Code
-		case !unclean && st.Leader == st.Replicas[0]:
-			code, msg = kerr.ElectionNotNeeded.Code, "the preferred replica leads already"
-		case !unclean && (!live(st.Replicas[0]) || !slices.Contains(st.ISR, st.Replicas[0])):
-			code, msg = kerr.PreferredLeaderNotAvailable.Code, "the preferred replica is not live and in sync"
-		case !unclean:
-			next.Leader = st.Replicas[0]
-		case leaderLive:
-			code, msg = kerr.ElectionNotNeeded.Code, "the partition has a live leader"
-		default:
-			next.Leader = -1
-			for _, r := range st.Replicas {
-				if live(r) {
-					next.Leader = r
-					break
-				}
-			}
-			if next.Leader < 0 {
-				code, msg = kerr.EligibleLeadersNotAvailable.Code, "no replica is live"
-			} else if !slices.Contains(st.ISR, next.Leader) {
-				next.ISR = []int32{next.Leader} // unclean: what the old ISR had beyond its log is lost
-			}
-		}
+		peers := b.peers
 		b.mu.RUnlock()
-		if code != 0 {
-			return code, msg, false
+		live := func(id int32) bool { _, ok := peers[id]; return ok }
+		var next metastore.PartitionState
+		var err error
+		if unclean {
+			next, err = st.UncleanElection(live)
+		} else {
+			next, err = st.PreferredElection(live)
 		}
-		next.LeaderEpoch = st.LeaderEpoch + 1
-		_, err := b.meta.UpdatePartition(ctx, next)
+		if err != nil {
+			return errorCode(err), err.Error(), false
+		}
+		_, err = b.meta.UpdatePartition(ctx, next)
 		if errors.Is(err, metastore.ErrConditionFailed) {
 			continue // changed meanwhile: decide again on the new state
 		}

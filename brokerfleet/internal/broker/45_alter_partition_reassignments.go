@@ -63,10 +63,10 @@ func (b *Broker) reassignOne(ctx context.Context, name string, idx int32, target
 		st := states[idx]
 		var next metastore.PartitionState
 		if target == nil {
-			next, err = cancelReassignment(st)
+			next, err = st.CancelReassignment()
 		} else {
-			if !allowRF && len(target) != len(originalReplicas(st)) {
-				return false, coded(kerr.InvalidReplicationFactor, "the target changes the replication factor from %d to %d", len(originalReplicas(st)), len(target))
+			if !allowRF && len(target) != len(st.OriginalReplicas()) {
+				return false, coded(kerr.InvalidReplicationFactor, "the target changes the replication factor from %d to %d", len(st.OriginalReplicas()), len(target))
 			}
 			registered, rerr := b.meta.Brokers(ctx)
 			if rerr != nil {
@@ -80,7 +80,7 @@ func (b *Broker) reassignOne(ctx context.Context, name string, idx int32, target
 				}
 				return false
 			}
-			next, err = startReassignment(st, target, known)
+			next, err = st.StartReassignment(target, known)
 		}
 		if err != nil {
 			return false, err

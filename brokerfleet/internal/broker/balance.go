@@ -193,7 +193,7 @@ func (c *controller) balanceReplicas(ctx context.Context, live, restarted map[in
 		if _, ok := c.lease.Valid(); !ok {
 			return nil
 		}
-		next, err := startReassignment(pl.p.st, pl.target, func(id int32) bool { return registered[id] })
+		next, err := pl.p.st.StartReassignment(pl.target, func(id int32) bool { return registered[id] })
 		if err != nil {
 			b.log.Warn("plan reassignment", "topic", pl.p.name, "partition", pl.p.st.Partition, "err", err)
 			continue

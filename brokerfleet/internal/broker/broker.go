@@ -351,7 +351,7 @@ func (b *Broker) handOver() {
 			if st.Leader != b.cfg.NodeID {
 				continue
 			}
-			next, ok := elect(st, live, nil, false)
+			next, ok := st.Elect(live, nil, false)
 			if ok && next.Leader >= 0 && next.Leader != b.cfg.NodeID {
 				moves = append(moves, next)
 			}
@@ -452,7 +452,7 @@ func (b *Broker) leaveISRs(ctx context.Context) {
 	var leave []metastore.PartitionState
 	for _, ts := range b.topics {
 		for _, st := range ts.states {
-			if st.Leader >= 0 && st.Leader != b.cfg.NodeID && len(st.ISR) > 1 && slices.Contains(st.ISR, b.cfg.NodeID) {
+			if _, ok := st.LeaveISR(b.cfg.NodeID); ok {
 				leave = append(leave, st)
 			}
 		}
@@ -461,8 +461,10 @@ func (b *Broker) leaveISRs(ctx context.Context) {
 	changed := false
 	for _, st := range leave {
 		for attempt := 0; attempt < updateRetries; attempt++ {
-			next := st
-			next.ISR = slices.DeleteFunc(slices.Clone(st.ISR), func(id int32) bool { return id == b.cfg.NodeID })
+			next, ok := st.LeaveISR(b.cfg.NodeID)
+			if !ok {
+				break
+			}
 			_, err := b.meta.UpdatePartition(ctx, next)
 			if err == nil {
 				changed = true
@@ -477,9 +479,6 @@ func (b *Broker) leaveISRs(ctx context.Context) {
 				break
 			}
 			st = states[st.Partition]
-			if st.Leader < 0 || st.Leader == b.cfg.NodeID || len(st.ISR) <= 1 || !slices.Contains(st.ISR, b.cfg.NodeID) {
-				break
-			}
 		}
 	}
 	if changed {

@@ -193,7 +193,7 @@ func (c *controller) duties(ctx context.Context, isController bool) error {
 			continue
 		}
 		for _, st := range states {
-			next, ok := elect(st, live, restarted, cfg.UncleanElection)
+			next, ok := st.Elect(live, restarted, cfg.UncleanElection)
 			if moved, ok2 := c.reassign(next, live, racks); ok2 {
 				next, ok = moved, true
 			}
@@ -240,61 +240,6 @@ func (c *controller) duties(ctx context.Context, isController bool) error {
 	return nil
 }
 
-// elect returns the new state of a partition whose leader is gone (dead or
-// restarted with a possibly unclean disk), or false if nothing changes.
-// The new leader is the first live, not restarted ISR member in replica
-// order, and gone members leave the ISR. With no such member, a live
-// restarted ISR member leads (its log is all there is; this also restores
-// a cluster whose brokers all restarted) and the ISR is kept; with none
-// live, the partition is offline (leader -1) and keeps its ISR for when
-// its members return.
-func elect(st metastore.PartitionState, live, restarted map[int32]bool, unclean bool) (metastore.PartitionState, bool) {
-	good := func(id int32) bool { return live[id] && !restarted[id] }
-	if st.Leader >= 0 && good(st.Leader) {
-		// A follower that restarted may have lost a tail (or its whole
-		// disk): it leaves the ISR and rejoins once caught up to the high
-		// watermark, so no election can pick it meanwhile. The leader is
-		// unchanged, and so is the epoch (as for the leader's own shrinks).
-		isr := slices.DeleteFunc(slices.Clone(st.ISR), func(id int32) bool { return id != st.Leader && restarted[id] })
-		if len(isr) == len(st.ISR) {
-			return st, false
-		}
-		next := st
-		next.ISR = isr
-		return next, true
-	}
-	firstIn := func(set []int32) int32 {
-		for _, id := range st.Replicas {
-			if slices.Contains(set, id) {
-				return id
-			}
-		}
-		return -1
-	}
-	next := st
-	if inSync := slices.DeleteFunc(slices.Clone(st.ISR), func(id int32) bool { return !good(id) }); len(inSync) > 0 {
-		next.ISR, next.Leader = inSync, firstIn(inSync)
-	} else {
-		next.ISR = slices.Clone(st.ISR)
-		next.Leader = firstIn(slices.DeleteFunc(slices.Clone(st.ISR), func(id int32) bool { return !live[id] }))
-		if next.Leader < 0 && unclean {
-			// The topic prefers availability: any live replica leads, and
-			// whatever the ISR had beyond its log is lost.
-			if r := firstIn(slices.DeleteFunc(slices.Clone(st.Replicas), func(id int32) bool { return !live[id] })); r >= 0 {
-				next.Leader, next.ISR = r, []int32{r}
-			}
-		}
-	}
-	// A leader that restarted and leads again still gets a new epoch: its
-	// log may have lost a tail the followers hold, and a new epoch makes
-	// them reconcile with it (KIP-101) instead of fetching past its end.
-	if next.Leader == st.Leader && slices.Equal(next.ISR, st.ISR) && !(st.Leader >= 0 && restarted[st.Leader]) {
-		return st, false
-	}
-	next.LeaderEpoch = st.LeaderEpoch + 1
-	return next, true
-}
-
 // reassign replaces the replicas of brokers dead for longer than
 // ReassignAfter with live brokers that have none, preferring racks the
 // partition does not use yet. The newcomer starts empty, catches up from
@@ -308,7 +253,7 @@ func (c *controller) reassign(st metastore.PartitionState, live map[int32]bool, 
 	now := time.Now()
 	next := st
 	changed := false
-	for i, r := range st.Replicas {
+	for _, r := range st.Replicas {
 		since, dead := c.deadSince[r]
 		if !dead || now.Sub(since) < c.b.cfg.ReassignAfter || r == next.Leader {
 			continue
@@ -331,12 +276,8 @@ func (c *controller) reassign(st metastore.PartitionState, live map[int32]bool, 
 		if best < 0 {
 			continue // no spare broker: the partition runs with fewer replicas
 		}
-		if !changed {
-			next.Replicas = slices.Clone(st.Replicas)
-			changed = true
-		}
-		next.Replicas[i] = best
-		next.ISR = slices.DeleteFunc(slices.Clone(next.ISR), func(id int32) bool { return id == r })
+		next = next.ReplaceReplica(r, best)
+		changed = true
 		c.b.log.Info("replica reassigned", "partition", st.Partition, "from", r, "to", best)
 	}
 	return next, changed
@@ -397,8 +338,7 @@ func (c *controller) balanceLeaders(ctx context.Context, live, restarted map[int
 		if _, ok := c.lease.Valid(); !ok {
 			return nil
 		}
-		next := m.st
-		next.Leader, next.LeaderEpoch = pref, m.st.LeaderEpoch+1
+		next := m.st.MoveLeader(pref)
 		if _, err := b.meta.UpdatePartition(ctx, next); err != nil {
 			if errors.Is(err, metastore.ErrConditionFailed) || errors.Is(err, metastore.ErrFenced) {
 				continue // changed meanwhile: the next check decides again

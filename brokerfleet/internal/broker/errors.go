@@ -35,6 +35,16 @@ func errorCode(err error) int16 {
 		return kerr.InvalidPartitions.Code
 	case errors.Is(err, errInvalidReplication):
 		return kerr.InvalidReplicationFactor.Code
+	case errors.Is(err, metastore.ErrInvalidReassignment):
+		return kerr.InvalidReplicaAssignment.Code
+	case errors.Is(err, metastore.ErrNoReassignment):
+		return kerr.NoReassignmentInProgress.Code
+	case errors.Is(err, metastore.ErrElectionNotNeeded):
+		return kerr.ElectionNotNeeded.Code
+	case errors.Is(err, metastore.ErrPreferredLeaderNotAvailable):
+		return kerr.PreferredLeaderNotAvailable.Code
+	case errors.Is(err, metastore.ErrEligibleLeadersNotAvailable):
+		return kerr.EligibleLeadersNotAvailable.Code
 	case errors.Is(err, errInvalidRequest):
 		return kerr.InvalidRequest.Code
 	case errors.Is(err, segment.ErrOffsetOutOfRange):

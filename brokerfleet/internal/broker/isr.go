@@ -70,27 +70,11 @@ func (b *Broker) isrChanges() []metastore.PartitionState {
 			if p == nil || st.Leader != b.cfg.NodeID {
 				continue
 			}
-			lagging := p.LaggingISR(b.cfg.ReplicaLagMax)
-			back := p.CaughtUpOutOfSync()
-			if len(lagging) == 0 && len(back) == 0 && !st.Reassigning() {
-				continue
-			}
-			next := st
-			next.ISR = slices.DeleteFunc(slices.Clone(st.ISR), func(id int32) bool { return slices.Contains(lagging, id) })
-			for _, id := range st.Replicas { // keep replica order
-				if slices.Contains(back, id) && !slices.Contains(next.ISR, id) {
-					next.ISR = append(next.ISR, id)
-				}
-			}
 			// A reassignment completes in the write that brings its whole
 			// target into the ISR (or the next one, if it already is).
-			if done, ok := completeReassignment(next); ok {
-				next = done
+			if next, ok := st.ChangeISR(p.LaggingISR(b.cfg.ReplicaLagMax), p.CaughtUpOutOfSync()); ok {
+				out = append(out, next)
 			}
-			if slices.Equal(next.ISR, st.ISR) && next.Reassigning() == st.Reassigning() {
-				continue
-			}
-			out = append(out, next)
 		}
 	}
 	return out
