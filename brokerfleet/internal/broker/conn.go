@@ -8,6 +8,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/stratamq/strata/brokerfleet/internal/wire"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -61,7 +63,7 @@ func (b *Broker) serveConn(nc net.Conn) {
 	}
 	br := bufio.NewReaderSize(nc, 64<<10)
 	for {
-		frame, err := readFrame(br, cc.frameLimit(b.cfg.MaxRequestBytes))
+		frame, err := wire.ReadFrame(br, cc.frameLimit(b.cfg.MaxRequestBytes))
 		start := time.Now()
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
@@ -81,16 +83,16 @@ func (b *Broker) serveConn(nc net.Conn) {
 			}
 			continue
 		}
-		hdr, req, err := parseRequest(frame)
+		hdr, req, err := wire.ParseRequest(frame, supportedVersions)
 		if err != nil {
 			b.log.Debug("closing connection on malformed request", "remote", cc.remote, "err", err)
 			return
 		}
-		cc.clientID = hdr.clientID
-		p := pending{corr: hdr.correlationID, key: hdr.key, req: req, start: start}
-		b.metrics.received(hdr.key)
+		cc.clientID = hdr.ClientID
+		p := pending{corr: hdr.CorrelationID, key: hdr.Key, req: req, start: start}
+		b.metrics.received(hdr.Key)
 		switch {
-		case req == nil && hdr.key == 18:
+		case req == nil && hdr.Key == 18:
 			// KIP-511: answer an ApiVersions we cannot parse with v0,
 			// UNSUPPORTED_VERSION and our ranges, so the client retries.
 			resp := kmsg.NewPtrApiVersionsResponse()
@@ -98,7 +100,7 @@ func (b *Broker) serveConn(nc net.Conn) {
 			resp.ApiKeys = apiVersions
 			p.resp = resp
 		case req == nil:
-			p.raw = appendUnsupported(nil, hdr.correlationID)
+			p.raw = wire.AppendUnsupported(nil, hdr.CorrelationID)
 			p.last = true
 		default:
 			if !b.dispatchSecured(cc, req, &p) {
@@ -182,7 +184,7 @@ func (b *Broker) dispatch(cc *clientConn, req kmsg.Request, p *pending) bool {
 		p.resp = b.handleListPartitionReassignments(cc, r)
 	default:
 		if !b.dispatchSecurityAdmin(cc, req, p) {
-			p.raw = appendUnsupported(nil, p.corr)
+			p.raw = wire.AppendUnsupported(nil, p.corr)
 			p.last = true
 		}
 	}
@@ -219,7 +221,7 @@ func (b *Broker) writeResponses(nc net.Conn, queue <-chan pending, cancel contex
 			if p.raw != nil {
 				buf = append(buf, p.raw...)
 			} else {
-				buf = appendResponse(buf, p.corr, resp)
+				buf = wire.AppendResponse(buf, p.corr, resp)
 			}
 			_, err = bw.Write(buf)
 			if err == nil && (len(queue) == 0 || p.last) {

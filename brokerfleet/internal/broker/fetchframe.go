@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"net"
 
+	"github.com/stratamq/strata/brokerfleet/internal/wire"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -30,7 +32,7 @@ var fetchMarker = func() []byte {
 
 // fetchFrame returns resp's frame as buffers to write in order, the large
 // record sets among them uncopied, or false if resp has no record set
-// worth sending apart (then appendResponse is the way). The encoded fields
+// worth sending apart (then wire.AppendResponse is the way). The encoded fields
 // go into dst, which is returned (grown) for reuse once the buffers are
 // written. resp is left as it was.
 func fetchFrame(dst []byte, corr int32, resp *kmsg.FetchResponse) (net.Buffers, []byte, bool) {
@@ -47,7 +49,7 @@ func fetchFrame(dst []byte, corr int32, resp *kmsg.FetchResponse) (net.Buffers, 
 	if len(sets) == 0 {
 		return nil, dst, false
 	}
-	dst = appendResponse(dst[:0], corr, resp)
+	dst = wire.AppendResponse(dst[:0], corr, resp)
 	k := 0
 	for i := range resp.Topics {
 		for j := range resp.Topics[i].Partitions {

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/stratamq/strata/brokerfleet/internal/wire"
+
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -46,8 +48,8 @@ func TestFetchFrameMatchesKmsg(t *testing.T) {
 				}
 				resp.Topics = append(resp.Topics, st)
 			}
-			want := appendResponse(nil, 42, resp)
-			before := appendResponse(nil, 42, resp)
+			want := wire.AppendResponse(nil, 42, resp)
+			before := wire.AppendResponse(nil, 42, resp)
 
 			pieces, _, ok := fetchFrame(make([]byte, 0, 16), 42, resp)
 			require.True(t, ok)
@@ -55,7 +57,7 @@ func TestFetchFrameMatchesKmsg(t *testing.T) {
 			_, err := pieces.WriteTo(&got)
 			require.NoError(t, err)
 			require.True(t, bytes.Equal(want, got.Bytes()), "frame differs: %d vs %d bytes", len(want), got.Len())
-			require.True(t, bytes.Equal(before, appendResponse(nil, 42, resp)), "fetchFrame changed the response")
+			require.True(t, bytes.Equal(before, wire.AppendResponse(nil, 42, resp)), "fetchFrame changed the response")
 		})
 	}
 }
@@ -89,7 +91,7 @@ func BenchmarkFetchResponseWrite(b *testing.B) {
 		var buf []byte
 		b.SetBytes(12 << 20)
 		for b.Loop() {
-			buf = appendResponse(buf[:0], 1, resp)
+			buf = wire.AppendResponse(buf[:0], 1, resp)
 		}
 	})
 	b.Run("vectored", func(b *testing.B) {

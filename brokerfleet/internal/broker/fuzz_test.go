@@ -1,34 +1,14 @@
 package broker
 
 import (
-	"bytes"
 	"encoding/binary"
 	"runtime"
 	"testing"
 
+	"github.com/stratamq/strata/brokerfleet/internal/wire"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
-
-// FuzzReadFrame: any byte stream yields frames no larger than the cap, or
-// an error; never a panic, and never a buffer much larger than the input.
-func FuzzReadFrame(f *testing.F) {
-	f.Add([]byte{0, 0, 0, 4, 1, 2, 3, 4})
-	f.Add([]byte{0x7f, 0xff, 0xff, 0xff, 1})
-	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
-	f.Add([]byte{0, 0x10, 0, 0, 1, 2, 3})
-	f.Fuzz(func(t *testing.T, in []byte) {
-		r := bytes.NewReader(in)
-		for {
-			fr, err := readFrame(r, 1<<20)
-			if err != nil {
-				return
-			}
-			if len(fr) > len(in) {
-				t.Fatalf("frame of %d bytes from %d bytes of input", len(fr), len(in))
-			}
-		}
-	})
-}
 
 // FuzzParseRequest: any frame body parses into a request or an error.
 func FuzzParseRequest(f *testing.F) {
@@ -47,9 +27,9 @@ func FuzzParseRequest(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		h, req, err := parseRequest(in)
-		if err == nil && req != nil && (req.Key() != h.key || req.GetVersion() != h.version) {
-			t.Fatalf("request %d v%d decoded as %d v%d", h.key, h.version, req.Key(), req.GetVersion())
+		h, req, err := wire.ParseRequest(in, supportedVersions)
+		if err == nil && req != nil && (req.Key() != h.Key || req.GetVersion() != h.Version) {
+			t.Fatalf("request %d v%d decoded as %d v%d", h.Key, h.Version, req.Key(), req.GetVersion())
 		}
 	})
 }
@@ -75,7 +55,7 @@ func TestHostileArrayLengthIsRejectedCheaply(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	_, req, err := parseRequest(frame)
+	_, req, err := wire.ParseRequest(frame, supportedVersions)
 	runtime.ReadMemStats(&after)
 	if err == nil || req != nil {
 		t.Fatalf("hostile produce request accepted: %v", err)

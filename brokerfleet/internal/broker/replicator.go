@@ -3,9 +3,12 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/stratamq/strata/brokerfleet/internal/wire"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -39,7 +42,7 @@ type fetchLoop struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	connMu sync.Mutex
-	conn   *peerConn // closed on stop to abort a request in flight
+	conn   *wire.Conn // closed on stop to abort a request in flight
 
 	// interrupted is set when the connection was closed because the loop
 	// gained a partition (or a partition's epoch moved): the fetch parked
@@ -53,7 +56,7 @@ func (l *fetchLoop) interrupt() {
 	l.connMu.Lock()
 	if l.conn != nil {
 		l.interrupted.Store(true)
-		l.conn.close()
+		l.conn.Close()
 	}
 	l.connMu.Unlock()
 }
@@ -73,7 +76,7 @@ func gained(prev, next []followed) bool {
 	return false
 }
 
-func (l *fetchLoop) setConn(c *peerConn) {
+func (l *fetchLoop) setConn(c *wire.Conn) {
 	l.connMu.Lock()
 	l.conn = c
 	l.connMu.Unlock()
@@ -83,7 +86,7 @@ func (l *fetchLoop) stop() {
 	l.cancel()
 	l.connMu.Lock()
 	if l.conn != nil {
-		l.conn.close()
+		l.conn.Close()
 	}
 	l.connMu.Unlock()
 	<-l.done
@@ -138,10 +141,10 @@ func (r *replicator) stop() {
 func (r *replicator) run(ctx context.Context, l *fetchLoop) {
 	defer close(l.done)
 	log := r.b.log.With("leader", l.leader)
-	var conn *peerConn
+	var conn *wire.Conn
 	defer func() {
 		if conn != nil {
-			conn.close()
+			conn.Close()
 		}
 	}()
 	// truncatedAt is, per partition, the leader epoch whose log this
@@ -151,7 +154,7 @@ func (r *replicator) run(ctx context.Context, l *fetchLoop) {
 	for ctx.Err() == nil {
 		if conn == nil {
 			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			c, err := dialPeer(dctx, r.b.peerDialer(), l.addr, r.b.cfg.NodeID)
+			c, err := wire.Dial(dctx, r.b.peerDialer(), l.addr, fmt.Sprintf("strata-replica-%d", r.b.cfg.NodeID), 2*replicaFetchMaxBytes)
 			cancel()
 			if err != nil {
 				log.Debug("connect to leader", "addr", l.addr, "err", err)
@@ -166,7 +169,7 @@ func (r *replicator) run(ctx context.Context, l *fetchLoop) {
 			if ctx.Err() == nil {
 				log.Debug("offset for leader epoch", "err", err)
 			}
-			conn.close()
+			conn.Close()
 			conn = nil
 			if !l.interrupted.Swap(false) {
 				sleepCtx(ctx, replicaBackoff)
@@ -184,12 +187,12 @@ func (r *replicator) run(ctx context.Context, l *fetchLoop) {
 			continue
 		}
 		req := r.fetchRequest(parts)
-		resp, err := conn.do(req, r.fetchWait()+10*time.Second)
+		resp, err := conn.Do(req, r.fetchWait()+10*time.Second)
 		if err != nil {
 			if ctx.Err() == nil {
 				log.Debug("replica fetch", "err", err)
 			}
-			conn.close()
+			conn.Close()
 			conn = nil
 			if !l.interrupted.Swap(false) {
 				sleepCtx(ctx, replicaBackoff)
@@ -211,7 +214,7 @@ type partKey struct {
 // this replica, its log with the leader's: it asks the leader where its
 // own last epoch ends in the leader's log and cuts everything after that
 // (and after where that epoch ends locally). Only then does it fetch.
-func (r *replicator) truncate(conn *peerConn, parts []followed, done map[partKey]int32) error {
+func (r *replicator) truncate(conn *wire.Conn, parts []followed, done map[partKey]int32) error {
 	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
 	req.Version = 3
 	req.ReplicaID = r.b.cfg.NodeID
@@ -243,7 +246,7 @@ func (r *replicator) truncate(conn *peerConn, parts []followed, done map[partKey
 	if len(pending) == 0 {
 		return nil
 	}
-	raw, err := conn.do(req, 10*time.Second)
+	raw, err := conn.Do(req, 10*time.Second)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ package broker
 // preAuthFrame bytes, and anything else closes the connection.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -18,6 +17,8 @@ import (
 	"net"
 	"sync/atomic"
 	"time"
+
+	"github.com/stratamq/strata/brokerfleet/internal/wire"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -280,7 +281,7 @@ func (b *Broker) saslStep(sec *connSecurity, in []byte) (user string, out []byte
 
 // saslClient authenticates a fresh connection to another broker.
 func saslClient(ctx context.Context, c net.Conn, cred SASLCredentials, self int32) error {
-	pc := &peerConn{c: c, br: bufio.NewReaderSize(c, 4<<10), f: kmsg.NewRequestFormatter(kmsg.FormatterClientID(fmt.Sprintf("strata-replica-%d", self)))}
+	pc := wire.NewConn(c, fmt.Sprintf("strata-replica-%d", self), 0, 4<<10)
 	timeout := metaTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
@@ -288,7 +289,7 @@ func saslClient(ctx context.Context, c net.Conn, cred SASLCredentials, self int3
 	defer c.SetDeadline(time.Time{})
 	hs := kmsg.NewPtrSASLHandshakeRequest()
 	hs.Version, hs.Mechanism = 1, cred.Mechanism
-	r, err := pc.do(hs, timeout)
+	r, err := pc.Do(hs, timeout)
 	if err != nil {
 		return err
 	}
@@ -298,7 +299,7 @@ func saslClient(ctx context.Context, c net.Conn, cred SASLCredentials, self int3
 	step := func(in []byte) ([]byte, error) {
 		req := kmsg.NewPtrSASLAuthenticateRequest()
 		req.Version, req.SASLAuthBytes = 1, in
-		r, err := pc.do(req, timeout)
+		r, err := pc.Do(req, timeout)
 		if err != nil {
 			return nil, err
 		}

@@ -1,4 +1,12 @@
-package broker
+// Package wire frames the Kafka protocol on a byte stream, for both sides:
+// the broker's front end reads request frames and writes response frames;
+// Conn is the client end that brokers use towards each other (follower
+// fetches, SASL towards a leader). Messages themselves are kmsg's.
+//
+// Reading a frame never allocates far beyond the bytes that arrived: a
+// frame's length prefix is checked against a limit before anything is
+// allocated, and a large frame's buffer grows as its bytes arrive.
+package wire
 
 import (
 	"encoding/binary"
@@ -10,33 +18,33 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// errFrameTooLarge is returned when a frame's length prefix exceeds the cap.
-var errFrameTooLarge = errors.New("request frame too large")
+// ErrFrameTooLarge is returned when a frame's length prefix exceeds the cap.
+var ErrFrameTooLarge = errors.New("request frame too large")
 
 // frameChunk bounds how much is allocated ahead of bytes actually received,
 // so a hostile length prefix cannot make the broker allocate memory the
 // peer never sends.
 const frameChunk = 1 << 20
 
-// readFrame reads one size-prefixed frame. A negative size or one above limit
+// ReadFrame reads one size-prefixed frame. A negative size or one above limit
 // fails before anything is allocated; a large frame's buffer grows only as
 // its bytes arrive (to at most eight times what arrived).
-func readFrame(r io.Reader, limit int32) ([]byte, error) {
-	return readFrameInto(r, limit, nil, 0)
+func ReadFrame(r io.Reader, limit int32) ([]byte, error) {
+	return ReadFrameInto(r, limit, nil, 0)
 }
 
-// readFrameInto is readFrame for a connection whose peer is trusted with
+// ReadFrameInto is ReadFrame for a connection whose peer is trusted with
 // frames up to eager bytes (a leader answering this broker's own fetch):
 // those are read into buf if it is large enough, else into one buffer of
 // their exact size, with nothing grown or copied.
-func readFrameInto(r io.Reader, limit int32, buf []byte, eager int) ([]byte, error) {
+func ReadFrameInto(r io.Reader, limit int32, buf []byte, eager int) ([]byte, error) {
 	var sz [4]byte
 	if _, err := io.ReadFull(r, sz[:]); err != nil {
 		return nil, err
 	}
 	n := int32(binary.BigEndian.Uint32(sz[:]))
 	if n < 0 || n > limit {
-		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", errFrameTooLarge, n, limit)
+		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrFrameTooLarge, n, limit)
 	}
 	size := int(n)
 	switch {
@@ -69,56 +77,62 @@ func readFrameInto(r io.Reader, limit int32, buf []byte, eager int) ([]byte, err
 	return buf, nil
 }
 
-// requestHeader is a decoded request header.
-type requestHeader struct {
-	key           int16
-	version       int16
-	correlationID int32
-	clientID      string
+// Header is a decoded request header.
+type Header struct {
+	Key           int16
+	Version       int16
+	CorrelationID int32
+	ClientID      string
 }
 
-var errMalformed = errors.New("malformed request")
+// ErrMalformed is returned for a frame that does not decode as what it
+// claims to be.
+var ErrMalformed = errors.New("malformed request")
 
-// parseRequest decodes a frame into its header and, when the key and
-// version are supported, its request. An unsupported key or version returns
-// a nil request with a nil error: the caller answers UNSUPPORTED_VERSION.
-func parseRequest(frame []byte) (requestHeader, kmsg.Request, error) {
-	var h requestHeader
+// ParseRequest decodes a frame into its header and, when supported
+// reports the key and version served, its request. An unsupported key or
+// version returns a nil request with a nil error: the caller answers
+// UNSUPPORTED_VERSION.
+func ParseRequest(frame []byte, supported func(key int16) (lo, hi int16, ok bool)) (Header, kmsg.Request, error) {
+	var h Header
 	if len(frame) < 8 {
-		return h, nil, fmt.Errorf("%w: %d-byte frame is shorter than a request header", errMalformed, len(frame))
+		return h, nil, fmt.Errorf("%w: %d-byte frame is shorter than a request header", ErrMalformed, len(frame))
 	}
 	r := kbin.Reader{Src: frame}
-	h.key = r.Int16()
-	h.version = r.Int16()
-	h.correlationID = r.Int32()
-	lo, hi, ok := supportedVersions(h.key)
-	if !ok || h.version < lo || h.version > hi {
+	h.Key = r.Int16()
+	h.Version = r.Int16()
+	h.CorrelationID = r.Int32()
+	lo, hi, ok := supported(h.Key)
+	if !ok || h.Version < lo || h.Version > hi {
 		return h, nil, nil
 	}
 	if id := r.NullableString(); id != nil {
-		h.clientID = *id
+		h.ClientID = *id
 	}
-	req := kmsg.RequestForKey(h.key)
-	req.SetVersion(h.version)
+	req := kmsg.RequestForKey(h.Key)
+	if req == nil {
+		return h, nil, nil
+	}
+	req.SetVersion(h.Version)
 	if req.IsFlexible() {
 		kmsg.SkipTags(&r)
 	}
 	if err := r.Complete(); err != nil {
-		return h, nil, fmt.Errorf("%w: header: %v", errMalformed, err)
+		return h, nil, fmt.Errorf("%w: header: %v", ErrMalformed, err)
 	}
 	// kmsg checks each array length against the minimum encoded size of its
 	// elements before allocating them, so a hostile count cannot make it
 	// allocate much more than the frame (TestHostileArrayLength...).
 	if err := req.ReadFrom(r.Src); err != nil {
-		return h, nil, fmt.Errorf("%w: %s v%d: %v", errMalformed, kmsg.NameForKey(h.key), h.version, err)
+		return h, nil, fmt.Errorf("%w: %s v%d: %v", ErrMalformed, kmsg.NameForKey(h.Key), h.Version, err)
 	}
 	return h, req, nil
 }
 
-// appendResponse encodes a response frame: size, correlation id, the
+// AppendResponse encodes a response frame: size, correlation id, the
 // response header's tag section (flexible responses other than
 // ApiVersions), then the body.
-func appendResponse(dst []byte, corr int32, resp kmsg.Response) []byte {
+func AppendResponse(dst []byte, corr int32, resp kmsg.Response) []byte {
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(corr))
@@ -130,11 +144,11 @@ func appendResponse(dst []byte, corr int32, resp kmsg.Response) []byte {
 	return dst
 }
 
-// appendUnsupported encodes the answer to a request whose key or version we
+// AppendUnsupported encodes the answer to a request whose key or version we
 // do not serve: a body holding only UNSUPPORTED_VERSION. The connection is
 // closed after it, as Kafka does, since the client cannot parse a body of
 // an unknown shape anyway.
-func appendUnsupported(dst []byte, corr int32) []byte {
+func AppendUnsupported(dst []byte, corr int32) []byte {
 	dst = binary.BigEndian.AppendUint32(dst, 6)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(corr))
 	return binary.BigEndian.AppendUint16(dst, uint16(35))

@@ -1,4 +1,4 @@
-package broker
+package wire
 
 import (
 	"bytes"
@@ -23,19 +23,19 @@ func TestReadFrameSizes(t *testing.T) {
 		}
 		frame := binary.BigEndian.AppendUint32(nil, uint32(n))
 		frame = append(frame, body...)
-		got, err := readFrame(bytes.NewReader(frame), 100<<20)
+		got, err := ReadFrame(bytes.NewReader(frame), 100<<20)
 		require.NoError(t, err, n)
 		require.True(t, bytes.Equal(body, got), "frame of %d bytes read back differently", n)
 
 		if n > 0 {
-			_, err = readFrame(bytes.NewReader(frame[:len(frame)-1]), 100<<20)
+			_, err = ReadFrame(bytes.NewReader(frame[:len(frame)-1]), 100<<20)
 			require.True(t, errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF), "truncated frame of %d: %v", n, err)
 		}
 	}
-	_, err := readFrame(bytes.NewReader([]byte{0xff, 0xff, 0xff, 0xff}), 100<<20)
-	require.ErrorIs(t, err, errFrameTooLarge)
-	_, err = readFrame(bytes.NewReader(binary.BigEndian.AppendUint32(nil, 200<<20)), 100<<20)
-	require.ErrorIs(t, err, errFrameTooLarge)
+	_, err := ReadFrame(bytes.NewReader([]byte{0xff, 0xff, 0xff, 0xff}), 100<<20)
+	require.ErrorIs(t, err, ErrFrameTooLarge)
+	_, err = ReadFrame(bytes.NewReader(binary.BigEndian.AppendUint32(nil, 200<<20)), 100<<20)
+	require.ErrorIs(t, err, ErrFrameTooLarge)
 }
 
 // TestReadFrameIntoReuses: a frame that fits the buffer given is read into
@@ -46,14 +46,35 @@ func TestReadFrameIntoReuses(t *testing.T) {
 		return append(f, bytes.Repeat([]byte{7}, n)...)
 	}
 	buf := make([]byte, 0, 4<<20)
-	got, err := readFrameInto(bytes.NewReader(frame(3<<20)), 1<<30, buf, 64<<20)
+	got, err := ReadFrameInto(bytes.NewReader(frame(3<<20)), 1<<30, buf, 64<<20)
 	require.NoError(t, err)
 	require.Len(t, got, 3<<20)
 	require.Same(t, &buf[:1][0], &got[0], "a frame that fits was not read into the buffer given")
 
-	got, err = readFrameInto(bytes.NewReader(frame(10<<20)), 1<<30, buf, 64<<20)
+	got, err = ReadFrameInto(bytes.NewReader(frame(10<<20)), 1<<30, buf, 64<<20)
 	require.NoError(t, err)
 	require.Len(t, got, 10<<20)
 	require.Equal(t, 10<<20, cap(got), "an eager frame grew instead of being allocated at its size")
 	require.Equal(t, byte(7), got[len(got)-1])
+}
+
+// FuzzReadFrame: any byte stream yields frames no larger than the cap, or
+// an error; never a panic, and never a buffer much larger than the input.
+func FuzzReadFrame(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 4, 1, 2, 3, 4})
+	f.Add([]byte{0x7f, 0xff, 0xff, 0xff, 1})
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
+	f.Add([]byte{0, 0x10, 0, 0, 1, 2, 3})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		r := bytes.NewReader(in)
+		for {
+			fr, err := ReadFrame(r, 1<<20)
+			if err != nil {
+				return
+			}
+			if len(fr) > len(in) {
+				t.Fatalf("frame of %d bytes from %d bytes of input", len(fr), len(in))
+			}
+		}
+	})
 }
