@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stratamq/strata/brokerfleet/internal/security"
+
 	"github.com/stratamq/strata/brokerfleet/internal/broker"
 	"github.com/stratamq/strata/pkg/metastore"
 )
@@ -36,10 +38,10 @@ func (f *securityFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate chain of SSL and SASL_SSL listeners (re-read when the file changes)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM private key of -tls-cert")
 	fs.StringVar(&f.tlsClientCA, "tls-client-ca", "", "PEM CA certificates client certificates must chain to: mutual TLS on SSL and SASL_SSL listeners (empty: no client certificates)")
-	fs.StringVar(&f.mechanisms, "sasl-mechanisms", broker.MechSCRAM512+","+broker.MechSCRAM256, "SASL mechanisms of SASL_* listeners: SCRAM-SHA-512, SCRAM-SHA-256, PLAIN")
+	fs.StringVar(&f.mechanisms, "sasl-mechanisms", security.MechSCRAM512+","+security.MechSCRAM256, "SASL mechanisms of SASL_* listeners: SCRAM-SHA-512, SCRAM-SHA-256, PLAIN")
 	fs.BoolVar(&f.plainWithoutTLS, "sasl-plain-without-tls", false, "allow PLAIN on SASL_PLAINTEXT listeners, where passwords cross the network in the clear")
 	fs.StringVar(&f.interBroker, "inter-broker-listener", "", "listener followers use to reach leaders (default: the first)")
-	fs.StringVar(&f.interMech, "inter-broker-sasl-mechanism", broker.MechSCRAM512, "SASL mechanism brokers authenticate to each other with, when the inter-broker listener uses SASL")
+	fs.StringVar(&f.interMech, "inter-broker-sasl-mechanism", security.MechSCRAM512, "SASL mechanism brokers authenticate to each other with, when the inter-broker listener uses SASL")
 	fs.StringVar(&f.interUser, "inter-broker-user", "", "SASL user brokers authenticate to each other as")
 	fs.StringVar(&f.interPass, "inter-broker-password", "", "password of -inter-broker-user (prefer STRATA_INTER_BROKER_PASSWORD)")
 	fs.StringVar(&f.interCA, "inter-broker-tls-ca", "", "PEM CA certificates to verify other brokers with (default: -tls-client-ca, else the system's)")
@@ -108,13 +110,13 @@ func (f *securityFlags) apply(cfg *broker.Config, listen *string) error {
 			mechs = append(mechs, m)
 		}
 	}
-	var srvTLS *broker.Listener // only for its TLS field, built once
+	var srvTLS *security.Listener // only for its TLS field, built once
 	for i, name := range names {
 		proto := protos[name]
 		if proto == "" {
 			proto = name
 		}
-		l := broker.Listener{Name: name, Address: addrs[name], Advertise: adv[name], AllowPlainWithoutTLS: f.plainWithoutTLS}
+		l := security.Listener{Name: name, Address: addrs[name], Advertise: adv[name], AllowPlainWithoutTLS: f.plainWithoutTLS}
 		if i == 0 && l.Advertise == "" {
 			l.Advertise = cfg.Advertise
 		}
@@ -127,11 +129,11 @@ func (f *securityFlags) apply(cfg *broker.Config, listen *string) error {
 				if f.tlsCert == "" || f.tlsKey == "" {
 					return fmt.Errorf("listener %s (%s): -tls-cert and -tls-key are required", name, proto)
 				}
-				c, err := broker.ServerTLS(f.tlsCert, f.tlsKey, f.tlsClientCA)
+				c, err := security.ServerTLS(f.tlsCert, f.tlsKey, f.tlsClientCA)
 				if err != nil {
 					return err
 				}
-				srvTLS = &broker.Listener{TLS: c}
+				srvTLS = &security.Listener{TLS: c}
 			}
 			l.TLS = srvTLS.TLS
 			if proto == "SASL_SSL" {
@@ -163,7 +165,7 @@ func (f *securityFlags) apply(cfg *broker.Config, listen *string) error {
 		if f.interUser == "" {
 			return fmt.Errorf("inter-broker listener %s uses SASL: set -inter-broker-user and -inter-broker-password", ib.Name)
 		}
-		sec.InterBrokerSASL = &broker.SASLCredentials{Mechanism: f.interMech, User: f.interUser, Password: f.interPass}
+		sec.InterBrokerSASL = &security.SASLCredentials{Mechanism: f.interMech, User: f.interUser, Password: f.interPass}
 	}
 	if ib.TLS != nil {
 		ca := f.interCA
@@ -174,7 +176,7 @@ func (f *securityFlags) apply(cfg *broker.Config, listen *string) error {
 		if f.tlsClientCA != "" { // mutual TLS: present the broker's certificate
 			cert, key = f.tlsCert, f.tlsKey
 		}
-		if sec.InterBrokerTLS, err = broker.ClientTLS(ca, cert, key); err != nil {
+		if sec.InterBrokerTLS, err = security.ClientTLS(ca, cert, key); err != nil {
 			return err
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/stratamq/strata/brokerfleet/internal/security"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/stratamq/strata/brokerfleet/internal/broker"
@@ -25,7 +27,7 @@ func runUsersCmd(args ...string) (code int, stdout, stderr string) {
 func TestUsersCommandOverSASLSSL(t *testing.T) {
 	ca := brokertest.NewCA(t)
 	certFile, keyFile := ca.Issue(t, "broker", pkix.Name{CommonName: "broker"})
-	srvTLS, err := broker.ServerTLS(certFile, keyFile, "")
+	srvTLS, err := security.ServerTLS(certFile, keyFile, "")
 	require.NoError(t, err)
 	meta := brokertest.NewMeta(t)
 	admin, err := metastore.NewScramCredential("admin", metastore.ScramSHA512, "admin-secret", 4096)
@@ -33,7 +35,7 @@ func TestUsersCommandOverSASLSSL(t *testing.T) {
 	require.NoError(t, meta.PutScramCredential(context.Background(), admin))
 	b := brokertest.Start(t, func(c *broker.Config) {
 		c.Meta = meta
-		c.Security.Listeners = []broker.Listener{{Name: "SASL_SSL", TLS: srvTLS, SASLMechanisms: []string{broker.MechSCRAM512}}}
+		c.Security.Listeners = []security.Listener{{Name: "SASL_SSL", TLS: srvTLS, SASLMechanisms: []string{security.MechSCRAM512}}}
 		c.Security.Authorizer, c.Security.SuperUsers = true, []string{"User:admin"}
 	})
 	conn := []string{"-bootstrap", b.Addr, "-tls-ca", ca.CAFile, "-sasl-user", "admin", "-sasl-password", "admin-secret"}

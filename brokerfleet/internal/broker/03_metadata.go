@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/stratamq/strata/brokerfleet/internal/security"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
 	"github.com/stratamq/strata/pkg/metastore"
 )
@@ -20,7 +21,7 @@ func (b *Broker) handleMetadata(req *kmsg.MetadataRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	live := map[int32]bool{}
 	for _, cb := range b.clusterBrokers() {
-		host, port, err := splitHostPort(cb.Endpoint)
+		host, port, err := security.SplitHostPort(cb.Endpoint)
 		if err != nil {
 			continue // a registration without a usable address is not advertised
 		}

@@ -6,56 +6,12 @@ package broker
 
 import (
 	"context"
-	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/stratamq/strata/pkg/metastore"
+	"github.com/stratamq/strata/brokerfleet/internal/security"
 )
-
-// aclFilter selects ACL entries, as DescribeAcls and DeleteAcls do: nil
-// strings and the ANY codes match everything; pattern MATCH selects the
-// entries that apply to the named resource.
-type aclFilter struct {
-	rt      kmsg.ACLResourceType
-	name    *string
-	pattern kmsg.ACLResourcePatternType
-	princ   *string
-	host    *string
-	op      kmsg.ACLOperation
-	perm    kmsg.ACLPermissionType
-}
-
-func (f aclFilter) matches(e metastore.ACL) bool {
-	if f.rt != kmsg.ACLResourceTypeAny && int8(f.rt) != e.ResourceType {
-		return false
-	}
-	pt := kmsg.ACLResourcePatternType(e.PatternType)
-	switch f.pattern {
-	case kmsg.ACLResourcePatternTypeAny:
-		if f.name != nil && *f.name != e.ResourceName {
-			return false
-		}
-	case kmsg.ACLResourcePatternTypeMatch:
-		if f.name != nil {
-			n := *f.name
-			ok := (pt == kmsg.ACLResourcePatternTypeLiteral && (e.ResourceName == n || e.ResourceName == "*")) ||
-				(pt == kmsg.ACLResourcePatternTypePrefixed && strings.HasPrefix(n, e.ResourceName))
-			if !ok {
-				return false
-			}
-		}
-	default:
-		if pt != f.pattern || (f.name != nil && *f.name != e.ResourceName) {
-			return false
-		}
-	}
-	return (f.princ == nil || *f.princ == e.Principal) &&
-		(f.host == nil || *f.host == e.Host) &&
-		(f.op == kmsg.ACLOperationAny || int8(f.op) == e.Operation) &&
-		(f.perm == kmsg.ACLPermissionTypeAny || int8(f.perm) == e.Permission)
-}
 
 func (b *Broker) handleDescribeACLs(cc *clientConn, req *kmsg.DescribeACLsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeACLsResponse)
@@ -75,7 +31,7 @@ func (b *Broker) handleDescribeACLs(cc *clientConn, req *kmsg.DescribeACLsReques
 		resp.ErrorMessage = kmsg.StringPtr(err.Error())
 		return resp
 	}
-	f := aclFilter{req.ResourceType, req.ResourceName, req.ResourcePatternType, req.Principal, req.Host, req.Operation, req.PermissionType}
+	f := security.Filter{ResourceType: req.ResourceType, Name: req.ResourceName, Pattern: req.ResourcePatternType, Principal: req.Principal, Host: req.Host, Operation: req.Operation, Permission: req.PermissionType}
 	type resKey struct {
 		rt   int8
 		name string
@@ -83,7 +39,7 @@ func (b *Broker) handleDescribeACLs(cc *clientConn, req *kmsg.DescribeACLsReques
 	}
 	idx := map[resKey]int{}
 	for _, e := range acls {
-		if !f.matches(e) {
+		if !f.Matches(e) {
 			continue
 		}
 		k := resKey{e.ResourceType, e.ResourceName, e.PatternType}

@@ -6,52 +6,13 @@ package broker
 
 import (
 	"context"
-	"fmt"
-	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/stratamq/strata/brokerfleet/internal/security"
 	"github.com/stratamq/strata/pkg/metastore"
 )
-
-// checkACL validates an entry to store.
-func checkACL(e metastore.ACL) error {
-	switch kmsg.ACLResourceType(e.ResourceType) {
-	case resTopic, resGroup, resTxnID:
-		if e.ResourceName == "" {
-			return fmt.Errorf("empty resource name")
-		}
-	case resCluster:
-		if e.ResourceName != clusterName {
-			return fmt.Errorf("the cluster resource is named %q", clusterName)
-		}
-	default:
-		return fmt.Errorf("resource type %d not served", e.ResourceType)
-	}
-	switch kmsg.ACLResourcePatternType(e.PatternType) {
-	case kmsg.ACLResourcePatternTypeLiteral:
-	case kmsg.ACLResourcePatternTypePrefixed:
-		if e.ResourceName == "*" {
-			return fmt.Errorf("a prefixed pattern may not be %q", "*")
-		}
-	default:
-		return fmt.Errorf("pattern type %d is not literal or prefixed", e.PatternType)
-	}
-	if op := kmsg.ACLOperation(e.Operation); op < opAll || op > opIdempotentWrite {
-		return fmt.Errorf("operation %d not served", e.Operation)
-	}
-	if p := kmsg.ACLPermissionType(e.Permission); p != kmsg.ACLPermissionTypeAllow && p != kmsg.ACLPermissionTypeDeny {
-		return fmt.Errorf("permission %d is not allow or deny", e.Permission)
-	}
-	if name, ok := strings.CutPrefix(e.Principal, "User:"); !ok || name == "" {
-		return fmt.Errorf("principal %q is not User:<name>", e.Principal)
-	}
-	if e.Host == "" {
-		return fmt.Errorf("empty host (use %q for any)", "*")
-	}
-	return nil
-}
 
 func (b *Broker) handleCreateACLs(cc *clientConn, req *kmsg.CreateACLsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.CreateACLsResponse)
@@ -72,7 +33,7 @@ func (b *Broker) handleCreateACLs(cc *clientConn, req *kmsg.CreateACLsRequest) k
 			Principal: c.Principal, Host: c.Host, Operation: int8(c.Operation), Permission: int8(c.PermissionType),
 		}
 		if code == 0 {
-			if err := checkACL(e); err != nil {
+			if err := security.CheckEntry(e); err != nil {
 				r.ErrorCode, r.ErrorMessage = kerr.InvalidRequest.Code, kmsg.StringPtr(err.Error())
 			} else {
 				valid, at = append(valid, e), append(at, i)

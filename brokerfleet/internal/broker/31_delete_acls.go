@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/stratamq/strata/brokerfleet/internal/security"
 	"github.com/stratamq/strata/pkg/metastore"
 )
 
@@ -36,9 +37,9 @@ func (b *Broker) handleDeleteACLs(cc *clientConn, req *kmsg.DeleteACLsRequest) k
 		r := kmsg.NewDeleteACLsResponseResult()
 		r.ErrorCode = code
 		if code == 0 {
-			af := aclFilter{f.ResourceType, f.ResourceName, f.ResourcePatternType, f.Principal, f.Host, f.Operation, f.PermissionType}
+			af := security.Filter{ResourceType: f.ResourceType, Name: f.ResourceName, Pattern: f.ResourcePatternType, Principal: f.Principal, Host: f.Host, Operation: f.Operation, Permission: f.PermissionType}
 			for _, e := range acls {
-				if !af.matches(e) {
+				if !af.Matches(e) {
 					continue
 				}
 				gone = append(gone, e)

@@ -6,6 +6,8 @@ package broker
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stratamq/strata/brokerfleet/internal/security"
 )
 
 func (b *Broker) handleDescribeCluster(req *kmsg.DescribeClusterRequest) kmsg.Response {
@@ -15,7 +17,7 @@ func (b *Broker) handleDescribeCluster(req *kmsg.DescribeClusterRequest) kmsg.Re
 		return resp
 	}
 	for _, cb := range b.clusterBrokers() {
-		host, port, err := splitHostPort(cb.Endpoint)
+		host, port, err := security.SplitHostPort(cb.Endpoint)
 		if err != nil {
 			continue
 		}

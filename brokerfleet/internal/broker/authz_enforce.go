@@ -629,25 +629,7 @@ func configAuthzCode(rt kmsg.ConfigResourceType) int16 {
 // mayWriteSomeTopic reports whether the principal holds an ALLOW for WRITE
 // (or ALL) on some topic pattern, for idempotent producers (KIP-679).
 func (b *Broker) mayWriteSomeTopic(cc *clientConn) bool {
-	a := b.authz
-	if a == nil {
-		return true
-	}
-	host := ""
-	if cc.sec != nil {
-		host = cc.sec.host
-	}
-	principal := cc.principal()
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	for _, e := range a.byType[resTopic] {
-		op := kmsg.ACLOperation(e.Operation)
-		if kmsg.ACLPermissionType(e.Permission) == kmsg.ACLPermissionTypeAllow && (op == opWrite || op == opAll) &&
-			(e.Principal == principal || e.Principal == "User:*") && (e.Host == "*" || e.Host == host) {
-			return true
-		}
-	}
-	return false
+	return b.authz == nil || b.authz.AnyAllows(cc.sec.Principal(), cc.sec.Host(), opWrite, resTopic)
 }
 
 // topicNameByID resolves a topic id.

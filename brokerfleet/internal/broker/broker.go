@@ -19,6 +19,7 @@ import (
 
 	"github.com/stratamq/strata/brokerfleet/internal/group"
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
+	"github.com/stratamq/strata/brokerfleet/internal/security"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
 	"github.com/stratamq/strata/pkg/metastore"
 	"github.com/stratamq/strata/pkg/schemaregistry"
@@ -46,8 +47,8 @@ type Broker struct {
 	// reassignThrottle caps what is sent to replicas being added by a
 	// reassignment; nil when unthrottled.
 	reassignThrottle *throttle
-	secured          bool        // listeners with TLS or SASL, or ACLs: connections carry a connSecurity
-	authz            *authorizer // nil when ACLs are off
+	secured          bool           // listeners with TLS or SASL, or ACLs: connections carry a connSecurity
+	authz            *security.ACLs // nil when ACLs are off
 
 	host string
 	port int32
@@ -91,7 +92,7 @@ type topicState struct {
 // if needed recovers) their partition logs, and starts registering this
 // incarnation, watching for metadata changes and applying retention.
 func New(cfg Config) (*Broker, error) {
-	if err := errors.Join(cfg.Validate(), cfg.Security.validateAdvertised()); err != nil {
+	if err := errors.Join(cfg.Validate(), cfg.Security.ValidateAdvertised()); err != nil {
 		return nil, err
 	}
 	if cfg.FS == nil {
@@ -107,7 +108,7 @@ func New(cfg Config) (*Broker, error) {
 		cfg.Incarnation = newIncarnation()
 	}
 	if cfg.Advertise == "" {
-		cfg.Advertise = cfg.Security.defaultListener().Advertise
+		cfg.Advertise = cfg.Security.Default().Advertise
 	}
 	defaults, err := topic.NewDefaults(cfg.TopicDefaults)
 	if err != nil {
@@ -146,7 +147,7 @@ func New(cfg Config) (*Broker, error) {
 	b.lease = claimed
 	if b.lease == nil {
 		b.lease, err = cfg.Meta.BrokerLease(metastore.Broker{
-			ID: cfg.NodeID, Endpoint: cfg.Advertise, Listeners: cfg.Security.advertised(cfg.Advertise), Rack: cfg.Rack, Incarnation: cfg.Incarnation,
+			ID: cfg.NodeID, Endpoint: cfg.Advertise, Listeners: cfg.Security.Advertised(cfg.Advertise), Rack: cfg.Rack, Incarnation: cfg.Incarnation,
 		}, cfg.Lease)
 	}
 	if err != nil {
@@ -254,12 +255,12 @@ func (b *Broker) Serve(ln net.Listener) error {
 		b.connMu.Unlock()
 		return net.ErrClosed
 	}
-	if _, named := ln.(namedListener); b.host == "" && !named { // the default listener decides
+	if b.host == "" && !security.IsNamed(ln) { // the default listener decides
 		adv := b.cfg.Advertise
 		if adv == "" {
 			adv = ln.Addr().String()
 		}
-		host, port, err := splitHostPort(adv)
+		host, port, err := security.SplitHostPort(adv)
 		if err != nil {
 			b.connMu.Unlock()
 			return fmt.Errorf("advertise %q: %w", adv, err)
@@ -298,6 +299,16 @@ func (b *Broker) Serve(ln net.Listener) error {
 			b.connMu.Unlock()
 		}()
 	}
+}
+
+// ServeListener accepts connections on ln for the named listener of
+// Config.Security until Close.
+func (b *Broker) ServeListener(name string, ln net.Listener) error {
+	named, _, err := b.cfg.Security.Named(name, ln)
+	if err != nil {
+		return err
+	}
+	return b.Serve(named)
 }
 
 // Addr returns the advertised host and port (valid once Serve has started).
@@ -599,7 +610,7 @@ func (b *Broker) leaderPartition(name string, idx int32) (*partition.Partition, 
 // visible), sorted by id.
 func (b *Broker) clusterBrokers() []metastore.Broker {
 	host, port := b.Addr()
-	self := metastore.Broker{ID: b.cfg.NodeID, Endpoint: net.JoinHostPort(host, strconv.Itoa(int(port))), Listeners: b.cfg.Security.advertised(b.cfg.Advertise), Rack: b.cfg.Rack, Live: true}
+	self := metastore.Broker{ID: b.cfg.NodeID, Endpoint: net.JoinHostPort(host, strconv.Itoa(int(port))), Listeners: b.cfg.Security.Advertised(b.cfg.Advertise), Rack: b.cfg.Rack, Live: true}
 	b.mu.RLock()
 	out := make([]metastore.Broker, 0, len(b.peers)+1)
 	out = append(out, self)
@@ -629,7 +640,7 @@ func (b *Broker) currentLeader(name string, idx int32) (leader, epoch int32, hos
 	if !live {
 		return 0, 0, "", 0, false
 	}
-	h, p, err := splitHostPort(br.Endpoint)
+	h, p, err := security.SplitHostPort(br.Endpoint)
 	if err != nil {
 		return 0, 0, "", 0, false
 	}

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"strconv"
 	"time"
 
 	"github.com/stratamq/strata/brokerfleet/internal/group"
+	"github.com/stratamq/strata/brokerfleet/internal/security"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
 	"github.com/stratamq/strata/pkg/metastore"
 	"github.com/stratamq/strata/pkg/objstore"
@@ -112,7 +112,7 @@ type Config struct {
 	ObjectFlushInterval time.Duration
 	// Security configures listeners, TLS, SASL and ACLs (security.go);
 	// the zero value is one plaintext listener without authentication.
-	Security Security
+	Security security.Config
 	// Logger receives operational logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Now is the wall clock (for LogAppendTime and retention); nil means
@@ -226,25 +226,13 @@ func (c *Config) ValidateSettings() error {
 		errs = append(errs, fmt.Errorf("tier-orphan-grace: %v is not positive", c.TierOrphanGrace))
 	}
 	if c.Advertise != "" {
-		if _, _, err := splitHostPort(c.Advertise); err != nil {
+		if _, _, err := security.SplitHostPort(c.Advertise); err != nil {
 			errs = append(errs, fmt.Errorf("advertise: %w", err))
 		}
 	}
-	errs = append(errs, c.Security.validate()...)
+	errs = append(errs, c.Security.Validate()...)
 	if _, err := topic.NewDefaults(c.TopicDefaults); err != nil {
 		errs = append(errs, fmt.Errorf("topic default: %w", err))
 	}
 	return errors.Join(errs...)
-}
-
-func splitHostPort(hp string) (string, int32, error) {
-	host, portStr, err := net.SplitHostPort(hp)
-	if err != nil {
-		return "", 0, err
-	}
-	port, err := strconv.ParseUint(portStr, 10, 16)
-	if err != nil {
-		return "", 0, fmt.Errorf("port %q: %w", portStr, err)
-	}
-	return host, int32(port), nil
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/stratamq/strata/brokerfleet/internal/security"
 	"github.com/stratamq/strata/brokerfleet/internal/wire"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -35,13 +36,13 @@ type clientConn struct {
 	ctx      context.Context // cancelled when the connection or broker closes
 	clientID string
 	remote   string
-	sec      *connSecurity // nil when security is off
+	sec      *security.Session // nil when security is off
 }
 
 func (b *Broker) serveConn(nc net.Conn) {
-	var sec *connSecurity
+	var sec *security.Session
 	if b.secured {
-		nc, sec = b.secureConn(nc)
+		nc, sec = b.cfg.Security.Accept(nc)
 	}
 	ctx, cancel := context.WithCancel(b.ctx)
 	defer cancel()
@@ -58,12 +59,12 @@ func (b *Broker) serveConn(nc net.Conn) {
 	}()
 
 	cc := &clientConn{ctx: ctx, remote: nc.RemoteAddr().String(), sec: sec}
-	if !b.startSecurity(nc, cc) {
+	if sec != nil && !sec.Start(ctx, nc, b.log) {
 		return
 	}
 	br := bufio.NewReaderSize(nc, 64<<10)
 	for {
-		frame, err := wire.ReadFrame(br, cc.frameLimit(b.cfg.MaxRequestBytes))
+		frame, err := wire.ReadFrame(br, cc.sec.FrameLimit(b.cfg.MaxRequestBytes))
 		start := time.Now()
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
@@ -71,7 +72,7 @@ func (b *Broker) serveConn(nc net.Conn) {
 			}
 			return
 		}
-		if cc.sec != nil && cc.sec.rawTokens {
+		if cc.sec.RawTokens() {
 			p := b.rawSASLToken(cc, frame, start)
 			select {
 			case queue <- p:

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stratamq/strata/brokerfleet/internal/security"
 	"github.com/stratamq/strata/pkg/metastore"
 )
 
@@ -60,7 +61,7 @@ func (b *Broker) coordinatorFor(key string) (node int32, host string, port int32
 	if !live {
 		return -1, "", -1, kerr.CoordinatorNotAvailable.Code
 	}
-	h, p, err := splitHostPort(peer.Endpoint)
+	h, p, err := security.SplitHostPort(peer.Endpoint)
 	if err != nil {
 		return -1, "", -1, kerr.CoordinatorNotAvailable.Code
 	}

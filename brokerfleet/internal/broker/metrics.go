@@ -393,9 +393,9 @@ func (c *brokerCollector) admin() (*kadm.Client, error) {
 	}
 	var seeds []string
 	for _, br := range c.b.clusterBrokers() {
-		seeds = append(seeds, c.b.interBrokerEndpoint(br))
+		seeds = append(seeds, c.b.cfg.Security.InterBrokerEndpoint(br))
 	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID("strata-metrics")}, c.b.interBrokerClientOpts()...)...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID("strata-metrics")}, c.b.cfg.Security.ClientOpts()...)...)
 	if err != nil {
 		return nil, err
 	}

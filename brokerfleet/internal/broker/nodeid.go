@@ -50,7 +50,7 @@ func claimNodeID(ctx context.Context, cfg Config) (int32, *metastore.Lease, erro
 		})
 		free = append(free, next)
 		for _, id := range free {
-			lease, err := cfg.Meta.BrokerLease(metastore.Broker{ID: id, Endpoint: cfg.Advertise, Listeners: cfg.Security.advertised(cfg.Advertise), Rack: cfg.Rack, Incarnation: cfg.Incarnation}, cfg.Lease)
+			lease, err := cfg.Meta.BrokerLease(metastore.Broker{ID: id, Endpoint: cfg.Advertise, Listeners: cfg.Security.Advertised(cfg.Advertise), Rack: cfg.Rack, Incarnation: cfg.Incarnation}, cfg.Lease)
 			if err != nil {
 				return 0, nil, err
 			}

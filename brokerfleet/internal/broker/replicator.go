@@ -154,7 +154,7 @@ func (r *replicator) run(ctx context.Context, l *fetchLoop) {
 	for ctx.Err() == nil {
 		if conn == nil {
 			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			c, err := wire.Dial(dctx, r.b.peerDialer(), l.addr, fmt.Sprintf("strata-replica-%d", r.b.cfg.NodeID), 2*replicaFetchMaxBytes)
+			c, err := wire.Dial(dctx, r.b.cfg.Security.Dialer(r.b.cfg.DialPeer, r.b.cfg.NodeID), l.addr, fmt.Sprintf("strata-replica-%d", r.b.cfg.NodeID), 2*replicaFetchMaxBytes)
 			cancel()
 			if err != nil {
 				log.Debug("connect to leader", "addr", l.addr, "err", err)

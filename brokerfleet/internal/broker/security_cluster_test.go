@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratamq/strata/brokerfleet/internal/security"
+
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -62,9 +64,9 @@ func brokerAddrs(resp *kmsg.MetadataResponse) []string {
 func TestSASLClusterReplicatesAndAdvertisesPerListener(t *testing.T) {
 	ca := brokertest.NewCA(t)
 	certFile, keyFile := ca.Issue(t, "broker", pkix.Name{CommonName: "broker"})
-	srvTLS, err := broker.ServerTLS(certFile, keyFile, "")
+	srvTLS, err := security.ServerTLS(certFile, keyFile, "")
 	require.NoError(t, err)
-	peerTLS, err := broker.ClientTLS(ca.CAFile, "", "")
+	peerTLS, err := security.ClientTLS(ca.CAFile, "", "")
 	require.NoError(t, err)
 	meta := brokertest.NewMeta(t)
 	addUser(t, meta, "admin", "admin-secret")
@@ -78,14 +80,14 @@ func TestSASLClusterReplicatesAndAdvertisesPerListener(t *testing.T) {
 		internal = append(internal, ln.Addr().String())
 		b := brokertest.Start(t, func(c *broker.Config) {
 			c.Meta, c.NodeID, c.ReplicaLagMax = meta, int32(id), 2*time.Second
-			c.Security = broker.Security{
-				Listeners: []broker.Listener{
-					{Name: "SASL_SSL", TLS: srvTLS, SASLMechanisms: []string{broker.MechSCRAM512}},
+			c.Security = security.Config{
+				Listeners: []security.Listener{
+					{Name: "SASL_SSL", TLS: srvTLS, SASLMechanisms: []string{security.MechSCRAM512}},
 					{Name: "INTERNAL", Advertise: ln.Addr().String()},
 				},
 				InterBrokerListener: "SASL_SSL",
 				InterBrokerTLS:      peerTLS,
-				InterBrokerSASL:     &broker.SASLCredentials{Mechanism: broker.MechSCRAM512, User: "broker", Password: "broker-secret"},
+				InterBrokerSASL:     &security.SASLCredentials{Mechanism: security.MechSCRAM512, User: "broker", Password: "broker-secret"},
 				Authorizer:          true,
 				SuperUsers:          []string{"User:admin", "User:broker"},
 			}
@@ -306,9 +308,9 @@ func TestGarbageOnEveryListenerIsCheap(t *testing.T) {
 	b2 := brokertest.Start(t, func(c *broker.Config) {
 		c.Meta = s.meta
 		c.NodeID = 1
-		c.Security.Listeners = []broker.Listener{
+		c.Security.Listeners = []security.Listener{
 			{Name: "PLAINTEXT"},
-			{Name: "SASL_PLAINTEXT", Advertise: saslLn.Addr().String(), SASLMechanisms: []string{broker.MechSCRAM256}},
+			{Name: "SASL_PLAINTEXT", Advertise: saslLn.Addr().String(), SASLMechanisms: []string{security.MechSCRAM256}},
 			{Name: "OTHER", Advertise: plainLn.Addr().String()},
 		}
 	})
@@ -346,7 +348,7 @@ func TestSecondListenerAnswersWithItsAddresses(t *testing.T) {
 	other, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	b := brokertest.Start(t, func(c *broker.Config) {
-		c.Security.Listeners = []broker.Listener{{Name: "PLAINTEXT"}, {Name: "OTHER", Advertise: other.Addr().String()}}
+		c.Security.Listeners = []security.Listener{{Name: "PLAINTEXT"}, {Name: "OTHER", Advertise: other.Addr().String()}}
 	})
 	go b.ServeListener("OTHER", other)
 	addr := other.Addr().String()

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratamq/strata/brokerfleet/internal/security"
+
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -44,16 +46,16 @@ func addUser(t testing.TB, meta *metastore.Meta, user, password string) {
 func startSASLSSL(t *testing.T, opts ...brokertest.Option) *secureBroker {
 	ca := brokertest.NewCA(t)
 	certFile, keyFile := ca.Issue(t, "broker", pkix.Name{CommonName: "broker"})
-	srvTLS, err := broker.ServerTLS(certFile, keyFile, "")
+	srvTLS, err := security.ServerTLS(certFile, keyFile, "")
 	require.NoError(t, err)
 	meta := brokertest.NewMeta(t)
 	addUser(t, meta, "admin", "admin-secret")
 	addUser(t, meta, "alice", "alice-secret")
 	b := brokertest.Start(t, append([]brokertest.Option{func(c *broker.Config) {
 		c.Meta = meta
-		c.Security.Listeners = []broker.Listener{{
+		c.Security.Listeners = []security.Listener{{
 			Name: "SASL_SSL", TLS: srvTLS,
-			SASLMechanisms: []string{broker.MechSCRAM512, broker.MechSCRAM256, broker.MechPlain},
+			SASLMechanisms: []string{security.MechSCRAM512, security.MechSCRAM256, security.MechPlain},
 		}}
 		c.Security.AuthFailureDelay = 200 * time.Millisecond
 	}}, opts...)...)
@@ -113,7 +115,7 @@ func TestSASLWrongPasswordFails(t *testing.T) {
 // request before authentication closes the connection; ApiVersions works.
 func TestSASLRequiredBeforeOtherRequests(t *testing.T) {
 	b := brokertest.Start(t, func(c *broker.Config) {
-		c.Security.Listeners = []broker.Listener{{Name: "SASL_PLAINTEXT", SASLMechanisms: []string{broker.MechSCRAM512}}}
+		c.Security.Listeners = []security.Listener{{Name: "SASL_PLAINTEXT", SASLMechanisms: []string{security.MechSCRAM512}}}
 	})
 	c := rawConn(t, b.Addr)
 	_, err := c.Write(frame(18, 0, 1, nil))
@@ -137,7 +139,7 @@ func beUint32(b []byte) uint32 {
 func TestPlainRequiresTLSUnlessAllowed(t *testing.T) {
 	cfg := broker.DefaultConfig()
 	cfg.Meta = brokertest.NewMeta(t)
-	cfg.Security.Listeners = []broker.Listener{{Name: "SASL_PLAINTEXT", SASLMechanisms: []string{broker.MechPlain}}}
+	cfg.Security.Listeners = []security.Listener{{Name: "SASL_PLAINTEXT", SASLMechanisms: []string{security.MechPlain}}}
 	require.ErrorContains(t, cfg.Validate(), "PLAIN")
 	cfg.Security.Listeners[0].AllowPlainWithoutTLS = true
 	require.NoError(t, cfg.Validate())
@@ -178,12 +180,12 @@ func requireClosedOrReset(t *testing.T, c net.Conn) {
 func TestMutualTLSPrincipal(t *testing.T) {
 	ca := brokertest.NewCA(t)
 	certFile, keyFile := ca.Issue(t, "broker", pkix.Name{CommonName: "broker"})
-	srvTLS, err := broker.ServerTLS(certFile, keyFile, ca.CAFile)
+	srvTLS, err := security.ServerTLS(certFile, keyFile, ca.CAFile)
 	require.NoError(t, err)
 	meta := brokertest.NewMeta(t)
 	b := brokertest.Start(t, func(c *broker.Config) {
 		c.Meta = meta
-		c.Security.Listeners = []broker.Listener{{Name: "SSL", TLS: srvTLS}}
+		c.Security.Listeners = []security.Listener{{Name: "SSL", TLS: srvTLS}}
 		c.Security.Authorizer = true
 		c.Security.SuperUsers = []string{"User:CN=admin,O=strata"}
 	})
@@ -242,7 +244,7 @@ func TestSASLHandshakeV0RawTokens(t *testing.T) {
 	addUser(t, meta, "alice", "alice-secret")
 	b := brokertest.Start(t, func(c *broker.Config) {
 		c.Meta = meta
-		c.Security.Listeners = []broker.Listener{{Name: "SASL_PLAINTEXT", SASLMechanisms: []string{broker.MechPlain}, AllowPlainWithoutTLS: true}}
+		c.Security.Listeners = []security.Listener{{Name: "SASL_PLAINTEXT", SASLMechanisms: []string{security.MechPlain}, AllowPlainWithoutTLS: true}}
 		c.Security.AuthFailureDelay = 50 * time.Millisecond
 	})
 	login := func(password string) net.Conn {

@@ -351,7 +351,7 @@ func (b *Broker) updateFollowing() {
 	addrs := map[int32]string{}
 	b.mu.RLock()
 	for id, br := range b.peers {
-		addrs[id] = b.interBrokerEndpoint(br)
+		addrs[id] = b.cfg.Security.InterBrokerEndpoint(br)
 	}
 	for _, ts := range b.topics {
 		for i, st := range ts.states {

@@ -1,4 +1,4 @@
-package broker
+package security
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"errors"
-	"log/slog"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -19,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/xdg-go/scram"
 
 	"github.com/stratamq/strata/pkg/metastore"
@@ -123,7 +121,6 @@ func FuzzSASL(f *testing.F) {
 			f.Fatal(err)
 		}
 	}
-	b := &Broker{meta: meta, ctx: context.Background(), log: slog.New(slog.DiscardHandler)}
 	f.Add("SCRAM-SHA-512", []byte("n,,n=alice,r=abc"), []byte("c=biws,r=abc,p=AAAA"))
 	f.Add("SCRAM-SHA-256", []byte("y,a=alice,n=alice,r=x"), []byte("c=eSwsYT1hbGljZSw=,r=x,p="))
 	f.Add("PLAIN", []byte("\x00alice\x00secret"), []byte{})
@@ -131,25 +128,17 @@ func FuzzSASL(f *testing.F) {
 	f.Add("GSSAPI", []byte{0xff, 0xfe}, []byte("n=,r=,"))
 	f.Fuzz(func(t *testing.T, mech string, first, second []byte) {
 		l := &Listener{Name: "SASL", SASLMechanisms: []string{MechPlain, MechSCRAM256, MechSCRAM512}, AllowPlainWithoutTLS: true}
-		cc := &clientConn{ctx: context.Background(), sec: &connSecurity{l: l, principal: anonymousUser}}
-		var p pending
-		hs := kmsg.NewPtrSASLHandshakeRequest()
-		hs.Version, hs.Mechanism = 1, mech
-		b.handleSASLHandshake(cc, hs, &p)
-		if p.last {
+		s := &Session{listener: l, principal: AnonymousUser}
+		if s.Handshake(mech, 1) != 0 {
 			return // unsupported mechanism: closed
 		}
 		for _, in := range [][]byte{first, second} {
-			p = pending{}
-			req := kmsg.NewPtrSASLAuthenticateRequest()
-			req.Version, req.SASLAuthBytes = 2, in
-			b.handleSASLAuthenticate(cc, req, &p)
-			if p.last || cc.sec.authed {
+			if _, done, err := s.Step(context.Background(), meta, in); err != nil || done {
 				break
 			}
 		}
-		if cc.sec.authed && !(mech == MechPlain && strings.HasSuffix(string(first), "\x00alice\x00secret")) {
-			t.Fatalf("authenticated as %s with %s %q %q", cc.sec.principal, mech, first, second)
+		if s.Authenticated() && !(mech == MechPlain && strings.HasSuffix(string(first), "\x00alice\x00secret")) {
+			t.Fatalf("authenticated as %s with %s %q %q", s.Principal(), mech, first, second)
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package broker
+package security
 
 import (
 	"fmt"
@@ -26,8 +26,8 @@ func TestAuthorizerMatrix(t *testing.T) {
 		allow = kmsg.ACLPermissionTypeAllow
 		deny  = kmsg.ACLPermissionTypeDeny
 	)
-	a := newAuthorizer([]string{"User:admin", " "})
-	a.set([]metastore.ACL{
+	a := NewACLs([]string{"User:admin", " "})
+	a.Set([]metastore.ACL{
 		acl(resTopic, lit, "orders", "User:alice", "*", opRead, allow),
 		acl(resTopic, pre, "orders-", "User:alice", "*", opWrite, allow),
 		acl(resTopic, lit, "orders-eu-secret", "User:alice", "*", opWrite, deny),
@@ -36,12 +36,12 @@ func TestAuthorizerMatrix(t *testing.T) {
 
 		acl(resTopic, lit, "*", "User:bob", "*", opAll, allow),
 		acl(resTopic, lit, "orders", "User:bob", "*", opRead, deny),
-		acl(resCluster, lit, clusterName, "User:bob", "*", opCreate, allow),
+		acl(resCluster, lit, ClusterName, "User:bob", "*", opCreate, allow),
 		acl(resTxnID, lit, "tx1", "User:bob", "*", opWrite, allow),
 		acl(resGroup, lit, "g1", "User:bob", "10.0.0.1", opDescribe, allow), // another host
 
-		acl(resCluster, lit, clusterName, "User:carol", "*", opAlterConfigs, allow),
-		acl(resCluster, lit, clusterName, "User:carol", "*", opIdempotentWrite, allow),
+		acl(resCluster, lit, ClusterName, "User:carol", "*", opAlterConfigs, allow),
+		acl(resCluster, lit, ClusterName, "User:carol", "*", opIdempotentWrite, allow),
 		acl(resGroup, pre, "g", "User:carol", "*", opAll, deny),
 		acl(resGroup, lit, "*", "User:carol", "*", opRead, allow),
 	})
@@ -59,10 +59,10 @@ func TestAuthorizerMatrix(t *testing.T) {
 		{resTopic, "public", topicOps},
 		{resGroup, "g1", []kmsg.ACLOperation{opRead, opDescribe, opDelete}},
 		{resGroup, "other", []kmsg.ACLOperation{opRead, opDescribe, opDelete}},
-		{resCluster, clusterName, []kmsg.ACLOperation{opCreate, opAlter, opDescribe, opClusterAction, opDescribeConfigs, opAlterConfigs, opIdempotentWrite}},
+		{resCluster, ClusterName, []kmsg.ACLOperation{opCreate, opAlter, opDescribe, opClusterAction, opDescribeConfigs, opAlterConfigs, opIdempotentWrite}},
 		{resTxnID, "tx1", []kmsg.ACLOperation{opWrite, opDescribe}},
 	}
-	principals := []string{"User:admin", "User:alice", "User:bob", "User:carol", anonymousUser}
+	principals := []string{"User:admin", "User:alice", "User:bob", "User:carol", AnonymousUser}
 
 	allowed := map[string]bool{}
 	cells := func(principal string, rt kmsg.ACLResourceType, name string, ops ...kmsg.ACLOperation) {
@@ -83,14 +83,14 @@ func TestAuthorizerMatrix(t *testing.T) {
 	for _, n := range []string{"orders-eu", "orders-eu-secret", "public"} {
 		cells("User:bob", resTopic, n, topicOps...)
 	}
-	cells("User:bob", resCluster, clusterName, opCreate)
+	cells("User:bob", resCluster, ClusterName, opCreate)
 	cells("User:bob", resTxnID, "tx1", opWrite, opDescribe)
 
-	cells("User:carol", resCluster, clusterName, opAlterConfigs, opDescribeConfigs, opIdempotentWrite)
+	cells("User:carol", resCluster, ClusterName, opAlterConfigs, opDescribeConfigs, opIdempotentWrite)
 	cells("User:carol", resTopic, "public", opRead, opDescribe)
 	cells("User:carol", resGroup, "other", opRead, opDescribe) // g1 falls under the prefixed DENY ALL
 
-	cells(anonymousUser, resTopic, "public", opRead, opDescribe)
+	cells(AnonymousUser, resTopic, "public", opRead, opDescribe)
 
 	n := 0
 	for _, p := range principals {
@@ -98,7 +98,7 @@ func TestAuthorizerMatrix(t *testing.T) {
 			for _, op := range r.ops {
 				n++
 				want := allowed[cell(p, r.rt, r.name, op)]
-				if got := a.allowed(p, "127.0.0.1", op, r.rt, r.name); got != want {
+				if got := a.Allowed(p, "127.0.0.1", op, r.rt, r.name); got != want {
 					t.Errorf("%s: got allowed=%v, want %v", cell(p, r.rt, r.name, op), got, want)
 				}
 			}
@@ -108,7 +108,7 @@ func TestAuthorizerMatrix(t *testing.T) {
 		t.Fatalf("checked %d cells", n)
 	}
 	// The other host's entry applies from that host.
-	if !a.allowed("User:bob", "10.0.0.1", opDescribe, resGroup, "g1") {
+	if !a.Allowed("User:bob", "10.0.0.1", opDescribe, resGroup, "g1") {
 		t.Error("bob from 10.0.0.1 may describe g1")
 	}
 }
@@ -120,11 +120,11 @@ func cell(principal string, rt kmsg.ACLResourceType, name string, op kmsg.ACLOpe
 // TestAuthorizerEmptyDeniesAll: with ACLs on and no entries only super
 // users get through (allow.everyone.if.no.acl.found=false).
 func TestAuthorizerEmptyDeniesAll(t *testing.T) {
-	a := newAuthorizer([]string{"User:admin"})
-	if a.allowed("User:x", "h", opDescribe, resTopic, "t") {
+	a := NewACLs([]string{"User:admin"})
+	if a.Allowed("User:x", "h", opDescribe, resTopic, "t") {
 		t.Fatal("allowed without ACLs")
 	}
-	if !a.allowed("User:admin", "h", opAlter, resCluster, clusterName) {
+	if !a.Allowed("User:admin", "h", opAlter, resCluster, ClusterName) {
 		t.Fatal("super user refused")
 	}
 }
@@ -134,15 +134,15 @@ func TestAuthorizerEmptyDeniesAll(t *testing.T) {
 func BenchmarkAuthorizerAllowed(b *testing.B) {
 	for _, n := range []int{10, 1000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			a := newAuthorizer(nil)
+			a := NewACLs(nil)
 			var acls []metastore.ACL
 			for i := 0; i < n; i++ {
 				acls = append(acls, acl(resTopic, kmsg.ACLResourcePatternTypeLiteral, fmt.Sprint("topic-", i), fmt.Sprint("User:u", i%50), "*", opWrite, kmsg.ACLPermissionTypeAllow))
 			}
-			a.set(acls)
+			a.Set(acls)
 			b.ReportAllocs()
 			for b.Loop() {
-				a.allowed("User:u7", "10.0.0.1", opWrite, resTopic, "topic-7")
+				a.Allowed("User:u7", "10.0.0.1", opWrite, resTopic, "topic-7")
 			}
 		})
 	}

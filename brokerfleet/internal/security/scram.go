@@ -1,4 +1,4 @@
-package broker
+package security
 
 // The server side of SCRAM (RFC 5802, RFC 7677) for SASL/SCRAM-SHA-256
 // and -512. It is ours rather than xdg-go/scram's server because librdkafka
