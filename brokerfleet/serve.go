@@ -279,7 +279,7 @@ func serveBrokers(ctx context.Context, stdout io.Writer, logger *slog.Logger, sp
 	defer func() { stopEMF(); emfDone.Wait() }()
 	for i, s := range specs {
 		if s.emf > 0 {
-			emfDone.Go(func() { brokers[i].RunEMF(emfCtx, emfOut, s.emf) })
+			emfDone.Go(func() { brokers[i].NewEMF().Run(emfCtx, emfOut, s.emf, logger) })
 		}
 	}
 	select {

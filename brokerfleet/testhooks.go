@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stratamq/strata/brokerfleet/internal/broker"
+	"github.com/stratamq/strata/pkg/clock"
 )
 
 // testHooksEnv must be "1" for serve to accept the test-only flags below;
@@ -55,7 +56,7 @@ func testHookFlags(fs *flag.FlagSet, cfg *broker.Config) {
 		if err != nil {
 			return err
 		}
-		cfg.Now = func() time.Time { return time.Now().Add(d) }
+		cfg.Clock = clock.Offset(clock.Real(), d)
 		return nil
 	})
 }

@@ -34,7 +34,7 @@ func TestTestHookFlags(t *testing.T) {
 	c, err := cfg.DialPeer(context.Background(), "peer.invalid:9092")
 	require.NoError(t, err, "the peer address is rewritten to the listener's")
 	c.Close()
-	require.WithinDuration(t, time.Now().Add(-time.Hour), cfg.Now(), time.Minute)
+	require.WithinDuration(t, time.Now().Add(-time.Hour), cfg.Clock.Now(), time.Minute)
 	require.Error(t, fs.Parse([]string{"-test-peer-dial", "no-equals-sign"}))
 	require.Error(t, fs.Parse([]string{"-test-clock-skew", "soon"}))
 }

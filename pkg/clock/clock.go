@@ -98,3 +98,15 @@ type realTicker struct{ t *time.Ticker }
 func (t realTicker) C() <-chan time.Time   { return t.t.C }
 func (t realTicker) Stop()                 { t.t.Stop() }
 func (t realTicker) Reset(d time.Duration) { t.t.Reset(d) }
+
+// Offset returns c shifted by d: Now reads c's time plus d, and timers are
+// c's (durations are unchanged). A test hook uses it to skew one broker's
+// clock against the others'.
+func Offset(c Clock, d time.Duration) Clock { return offsetClock{c, d} }
+
+type offsetClock struct {
+	Clock
+	d time.Duration
+}
+
+func (o offsetClock) Now() time.Time { return o.Clock.Now().Add(o.d) }

@@ -76,7 +76,7 @@ func (b *Broker) handleProduce(cc *clientConn, req *kmsg.ProduceRequest) func() 
 				w.resp.ErrorMessage = errorMessage(fmt.Errorf("batch not committed within %d ms: %w", req.TimeoutMillis, err))
 				continue
 			}
-			if !b.leaseValid() || !w.part.IsLeader() {
+			if !b.cat.LeaseValid() || !w.part.IsLeader() {
 				// Committed by followers, but this broker can no longer
 				// prove it leads: it acknowledges nothing past its safe
 				// deadline. The client retries; idempotence dedups.
@@ -120,12 +120,12 @@ func (b *Broker) produceOne(req *kmsg.ProduceRequest, topicName string, idx int3
 	if code != 0 {
 		return nil, partition.AppendResult{}, &codedError{code: code, msg: fmt.Sprintf("%s-%d: %s", topicName, idx, kerr.ErrorForCode(code))}
 	}
-	if !b.leaseValid() {
+	if !b.cat.LeaseValid() {
 		// Without a lease it can prove, this broker must not accept writes:
 		// a successor may already lead.
 		return nil, partition.AppendResult{}, fmt.Errorf("%s-%d: broker registration lease not held: %w", topicName, idx, errNotLeader)
 	}
-	if !b.tiering.ready(topicName, idx, p) {
+	if !b.tier.Ready(topicName, idx, p) {
 		// A new leader reads the tier's manifest before its first write.
 		return nil, partition.AppendResult{}, fmt.Errorf("%s-%d: loading the tier manifest: %w", topicName, idx, errNotLeader)
 	}
@@ -164,9 +164,9 @@ func (b *Broker) produceOne(req *kmsg.ProduceRequest, topicName string, idx int3
 	if err != nil {
 		return nil, partition.AppendResult{}, err
 	}
-	b.metrics.produced(topicName, int(h.NumRecords), len(records))
-	if cfg.Durability == topic.DurabilityObject && b.tiering != nil {
-		b.tiering.kickWAL() // acks=all waits for the flush to S3
+	b.metrics.Produced(topicName, int(h.NumRecords), len(records))
+	if cfg.Durability == topic.DurabilityObject && b.tier != nil {
+		b.tier.KickWAL() // acks=all waits for the flush to S3
 	}
 	return p, res, nil
 }
@@ -175,7 +175,7 @@ func (b *Broker) produceOne(req *kmsg.ProduceRequest, topicName string, idx int3
 // and its address (KIP-951), so the client re-routes without a metadata
 // round trip.
 func (b *Broker) hintLeader(resp *kmsg.ProduceResponse, sp *kmsg.ProduceResponseTopicPartition, topicName string, idx int32) {
-	leader, epoch, host, port, ok := b.currentLeader(topicName, idx)
+	leader, epoch, host, port, ok := currentLeader(b.cat.Snapshot(), topicName, idx)
 	if !ok || leader == b.cfg.NodeID {
 		return
 	}

@@ -10,12 +10,15 @@ package broker
 // adds the last fetched epoch.
 
 import (
+	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/stratamq/strata/brokerfleet/internal/catalog"
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
 	"github.com/stratamq/strata/pkg/segment"
 )
@@ -73,7 +76,7 @@ func (b *Broker) fetchPartitions(req *kmsg.FetchRequest) []*partition.Partition 
 	var out []*partition.Partition
 	for _, rt := range req.Topics {
 		for _, rp := range rt.Partitions {
-			if p, _ := b.leaderPartition(rt.Topic, rp.Partition); p != nil {
+			if p, _ := leaderOf(b.cat.Snapshot(), rt.Topic, rp.Partition); p != nil {
 				out = append(out, p)
 			}
 		}
@@ -85,6 +88,7 @@ func (b *Broker) fetchPartitions(req *kmsg.FetchRequest) []*partition.Partition 
 // returns the bytes of records read and whether a partition error makes
 // waiting pointless (Kafka answers at once on errors).
 func (b *Broker) readFetch(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bool) {
+	s := b.cat.Snapshot()
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	remaining := int(req.MaxBytes)
 	if req.Version < 3 || remaining <= 0 {
@@ -100,13 +104,13 @@ func (b *Broker) readFetch(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bo
 			sp.Partition = rp.Partition
 			// Empty, not null: librdkafka rejects a null record set.
 			sp.RecordBatches = []byte{}
-			p, code := b.leaderPartition(rt.Topic, rp.Partition)
+			p, code := leaderOf(s, rt.Topic, rp.Partition)
 			switch {
 			case p == nil:
 				sp.ErrorCode = code
 				stop = true
 				if code == kerr.NotLeaderForPartition.Code {
-					if leader, epoch, _, _, ok := b.currentLeader(rt.Topic, rp.Partition); ok && leader != b.cfg.NodeID {
+					if leader, epoch, _, _, ok := currentLeader(s, rt.Topic, rp.Partition); ok && leader != b.cfg.NodeID {
 						sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = leader, epoch
 					}
 				}
@@ -134,23 +138,25 @@ func (b *Broker) readFetch(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bo
 					// move the high watermark; it reads uncommitted data.
 					p.ReplicaFetched(req.ReplicaID, rp.FetchOffset)
 					sp.HighWatermark = p.HighWatermark()
-					if b.throttled(rt.Topic, rp.Partition, req.ReplicaID) {
+					if b.reassignThrottle != nil && throttled(s, rt.Topic, rp.Partition, req.ReplicaID) {
 						// A replica being added by a reassignment: at most the
 						// throttle's rate (the follower polls again).
-						if limit = b.reassignThrottle.allow(max(limit, 0)); limit == 0 {
+						if limit = b.reassignThrottle.Allow(max(limit, 0)); limit == 0 {
 							break
 						}
 						data, err = p.ReadUncommitted(nil, rp.FetchOffset, limit)
-						b.reassignThrottle.spend(len(data))
+						b.reassignThrottle.Spend(len(data))
 					} else {
 						data, err = p.ReadUncommitted(nil, rp.FetchOffset, max(limit, 0))
 					}
 				} else {
 					data, err = p.Read(nil, rp.FetchOffset, max(limit, 0), total == 0)
-					if b.tiering != nil && errors.Is(err, segment.ErrOffsetOutOfRange) && rp.FetchOffset < p.LocalLogStartOffset() && rp.FetchOffset >= p.LogStartOffset() {
+					if b.tier != nil && errors.Is(err, segment.ErrOffsetOutOfRange) && rp.FetchOffset < p.LocalLogStartOffset() && rp.FetchOffset >= p.LogStartOffset() {
 						// Below the local log: the tier has it.
-						if ts := b.lookup(rt.Topic); ts != nil {
-							data, err = b.readTier(ts.meta.ID, rp.Partition, rp.FetchOffset, max(limit, 1))
+						if ts := s.Topic(rt.Topic); ts != nil {
+							ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+							data, err = b.tier.Read(ctx, ts.Meta.ID, rp.Partition, rp.FetchOffset, max(limit, 1))
+							cancel()
 						}
 					}
 				}
@@ -172,4 +178,15 @@ func (b *Broker) readFetch(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bo
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp, total, stop
+}
+
+// throttled reports whether replica's fetches of a partition count against
+// the reassignment throttle: it is being added by a reassignment.
+func throttled(s *catalog.Snapshot, topic string, idx, replica int32) bool {
+	t := s.Topic(topic)
+	if t == nil {
+		return false
+	}
+	st, _, ok := t.Partition(idx)
+	return ok && slices.Contains(st.AddingReplicas, replica)
 }

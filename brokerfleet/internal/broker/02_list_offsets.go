@@ -6,8 +6,13 @@ package broker
 // earliest local offset: with the S3 tier, where local disk starts).
 
 import (
+	"context"
+	"time"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stratamq/strata/brokerfleet/internal/partition"
 )
 
 // Special timestamps of ListOffsets.
@@ -35,7 +40,7 @@ func (b *Broker) handleListOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 }
 
 func (b *Broker) listOffset(topicName string, rp kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) {
-	p, code := b.leaderPartition(topicName, rp.Partition)
+	p, code := leaderOf(b.cat.Snapshot(), topicName, rp.Partition)
 	switch {
 	case p == nil:
 		sp.ErrorCode = code
@@ -80,4 +85,16 @@ func (b *Broker) listOffset(topicName string, rp kmsg.ListOffsetsRequestTopicPar
 	default:
 		sp.ErrorCode = kerr.InvalidRequest.Code
 	}
+}
+
+// tierOffsetForTimestamp answers ListOffsets by time from the tier when the
+// first record at or after ts lies below the local log.
+func (b *Broker) tierOffsetForTimestamp(name string, idx int32, p *partition.Partition, ts int64) (int64, int64, bool, error) {
+	t := b.cat.Snapshot().Topic(name)
+	if b.tier == nil || t == nil {
+		return 0, 0, false, nil
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	return b.tier.OffsetForTimestamp(ctx, t.Meta.ID, idx, p, ts)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/stratamq/strata/brokerfleet/internal/catalog"
 	"github.com/stratamq/strata/brokerfleet/internal/security"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
 	"github.com/stratamq/strata/pkg/metastore"
@@ -19,8 +20,9 @@ import (
 
 func (b *Broker) handleMetadata(req *kmsg.MetadataRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	s := b.cat.Snapshot()
 	live := map[int32]bool{}
-	for _, cb := range b.clusterBrokers() {
+	for _, cb := range b.clusterBrokers(s) {
 		host, port, err := security.SplitHostPort(cb.Endpoint)
 		if err != nil {
 			continue // a registration without a usable address is not advertised
@@ -34,32 +36,24 @@ func (b *Broker) handleMetadata(req *kmsg.MetadataRequest) kmsg.Response {
 		resp.Brokers = append(resp.Brokers, br)
 	}
 	resp.ClusterID = &b.cfg.ClusterID
-	resp.ControllerID = b.cfg.NodeID
+	resp.ControllerID = s.Controller()
 
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
-		b.mu.RLock()
-		states := make([]*topicState, 0, len(b.topics))
-		for _, ts := range b.topics {
-			states = append(states, ts)
-		}
-		b.mu.RUnlock()
-		for _, ts := range states {
+		for _, ts := range s.Topics() {
 			resp.Topics = append(resp.Topics, topicMetadata(ts, live))
 		}
 		return resp
 	}
 	autoCreate := b.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
 	for _, rt := range req.Topics {
-		var ts *topicState
+		var ts *catalog.Topic
 		name := ""
 		if rt.Topic != nil {
 			name = *rt.Topic
-			ts = b.lookup(name)
+			ts = s.Topic(name)
 		} else {
-			b.mu.RLock()
-			ts = b.byID[metastore.TopicID(rt.TopicID)]
-			b.mu.RUnlock()
+			ts = s.TopicByID(metastore.TopicID(rt.TopicID))
 		}
 		if ts == nil && rt.Topic != nil && autoCreate {
 			ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)
@@ -67,7 +61,7 @@ func (b *Broker) handleMetadata(req *kmsg.MetadataRequest) kmsg.Response {
 			ts, err = b.createTopic(ctx, name, -1, -1, nil, false)
 			cancel()
 			if errors.Is(err, errTopicExists) {
-				ts, err = b.lookup(name), nil
+				ts, err = b.cat.Snapshot().Topic(name), nil
 			}
 			if err != nil || ts == nil {
 				mt := kmsg.NewMetadataResponseTopic()
@@ -103,12 +97,12 @@ func (b *Broker) handleMetadata(req *kmsg.MetadataRequest) kmsg.Response {
 // topicMetadata describes a topic's partitions: leader, epoch, replicas,
 // ISR, and the replicas on brokers that are not live. A partition whose
 // leader is not live answers LEADER_NOT_AVAILABLE, so clients retry.
-func topicMetadata(ts *topicState, live map[int32]bool) kmsg.MetadataResponseTopic {
+func topicMetadata(ts *catalog.Topic, live map[int32]bool) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
-	name := ts.meta.Name
+	name := ts.Meta.Name
 	mt.Topic = &name
-	mt.TopicID = ts.meta.ID
-	for i, st := range ts.states {
+	mt.TopicID = ts.Meta.ID
+	for i, st := range ts.States {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = int32(i)
 		mp.Leader = st.Leader

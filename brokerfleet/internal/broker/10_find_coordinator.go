@@ -10,6 +10,7 @@ import (
 
 func (b *Broker) handleFindCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	s := b.cat.Snapshot()
 	keys := req.CoordinatorKeys
 	if req.Version < 4 {
 		keys = []string{req.CoordinatorKey}
@@ -25,7 +26,7 @@ func (b *Broker) handleFindCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Re
 			c.NodeID, c.Port, c.ErrorCode = -1, -1, kerr.InvalidRequest.Code
 			c.ErrorMessage = kmsg.StringPtr("empty coordinator key")
 		default:
-			c.NodeID, c.Host, c.Port, c.ErrorCode = b.coordinatorFor(key)
+			c.NodeID, c.Host, c.Port, c.ErrorCode = b.coordinatorFor(s, key)
 		}
 		resp.Coordinators = append(resp.Coordinators, c)
 	}

@@ -53,10 +53,10 @@ func (b *Broker) handleCreateTopics(req *kmsg.CreateTopicsRequest) kmsg.Response
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
-		st.TopicID = ts.meta.ID
-		st.NumPartitions = ts.meta.Partitions
-		st.ReplicationFactor = ts.meta.ReplicationFactor
-		for _, e := range b.defaults.Describe(ts.meta.Configs) {
+		st.TopicID = ts.Meta.ID
+		st.NumPartitions = ts.Meta.Partitions
+		st.ReplicationFactor = ts.Meta.ReplicationFactor
+		for _, e := range b.defaults.Describe(ts.Meta.Configs) {
 			c := kmsg.NewCreateTopicsResponseTopicConfig()
 			c.Name = e.Name
 			v := e.Value

@@ -35,15 +35,13 @@ func (b *Broker) handleDeleteTopics(req *kmsg.DeleteTopicsRequest) kmsg.Response
 		if t.name != nil {
 			name = *t.name
 		} else {
-			b.mu.RLock()
-			ts := b.byID[metastore.TopicID(t.id)]
-			b.mu.RUnlock()
+			ts := b.cat.Snapshot().TopicByID(metastore.TopicID(t.id))
 			if ts == nil {
 				st.ErrorCode = kerr.UnknownTopicID.Code
 				resp.Topics = append(resp.Topics, st)
 				continue
 			}
-			name = ts.meta.Name
+			name = ts.Meta.Name
 			st.Topic = &name
 		}
 		ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)

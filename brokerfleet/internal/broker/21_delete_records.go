@@ -4,7 +4,11 @@ package broker
 // high watermark. With the S3 tier the manifest's start moves too.
 
 import (
+	"context"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stratamq/strata/brokerfleet/internal/partition"
 )
 
 func (b *Broker) handleDeleteRecords(req *kmsg.DeleteRecordsRequest) kmsg.Response {
@@ -15,7 +19,7 @@ func (b *Broker) handleDeleteRecords(req *kmsg.DeleteRecordsRequest) kmsg.Respon
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
-			if p, code := b.leaderPartition(rt.Topic, rp.Partition); p == nil {
+			if p, code := leaderOf(b.cat.Snapshot(), rt.Topic, rp.Partition); p == nil {
 				sp.ErrorCode = code
 			} else if low, err := b.deleteRecords(rt.Topic, rp.Partition, p, rp.Offset); err != nil {
 				sp.ErrorCode = errorCode(err)
@@ -27,4 +31,20 @@ func (b *Broker) handleDeleteRecords(req *kmsg.DeleteRecordsRequest) kmsg.Respon
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp
+}
+
+// deleteRecords applies DeleteRecords to a led partition: the local log,
+// and with the tier its manifest's start offset, so the tier's records
+// below offset are gone for readers at once. It returns the new log start.
+func (b *Broker) deleteRecords(name string, idx int32, p *partition.Partition, offset int64) (int64, error) {
+	if offset == -1 {
+		offset = p.HighWatermark()
+	}
+	t := b.cat.Snapshot().Topic(name)
+	if b.tier == nil || t == nil {
+		return p.DeleteRecords(offset)
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)
+	defer cancel()
+	return b.tier.DeleteRecords(ctx, t.Meta.ID, idx, p, offset)
 }

@@ -21,7 +21,7 @@ func (b *Broker) handleOffsetForLeaderEpoch(req *kmsg.OffsetForLeaderEpochReques
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
-			p, code := b.leaderPartition(rt.Topic, rp.Partition)
+			p, code := leaderOf(b.cat.Snapshot(), rt.Topic, rp.Partition)
 			switch {
 			case p == nil:
 				sp.ErrorCode = code

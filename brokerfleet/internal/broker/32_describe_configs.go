@@ -23,7 +23,7 @@ func (b *Broker) handleDescribeConfigs(req *kmsg.DescribeConfigsRequest) kmsg.Re
 		want := func(name string) bool { return rr.ConfigNames == nil || slices.Contains(rr.ConfigNames, name) }
 		switch rr.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
-			ts := b.lookup(rr.ResourceName)
+			ts := b.cat.Snapshot().Topic(rr.ResourceName)
 			if ts == nil {
 				sr.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				if topic.ValidateName(rr.ResourceName) != nil {
@@ -31,7 +31,7 @@ func (b *Broker) handleDescribeConfigs(req *kmsg.DescribeConfigsRequest) kmsg.Re
 				}
 				break
 			}
-			for _, e := range b.defaults.Describe(ts.meta.Configs) {
+			for _, e := range b.defaults.Describe(ts.Meta.Configs) {
 				if !want(e.Name) {
 					continue
 				}

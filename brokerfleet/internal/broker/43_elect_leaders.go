@@ -25,11 +25,10 @@ func (b *Broker) handleElectLeaders(cc *clientConn, req *kmsg.ElectLeadersReques
 		return resp
 	}
 	want := map[string][]int32{}
-	b.mu.RLock()
 	if req.Topics == nil {
-		for name, ts := range b.topics {
-			for i := range ts.states {
-				want[name] = append(want[name], int32(i))
+		for _, ts := range b.cat.Snapshot().Topics() {
+			for i := range ts.States {
+				want[ts.Meta.Name] = append(want[ts.Meta.Name], int32(i))
 			}
 		}
 	} else {
@@ -37,7 +36,6 @@ func (b *Broker) handleElectLeaders(cc *clientConn, req *kmsg.ElectLeadersReques
 			want[rt.Topic] = append(want[rt.Topic], rt.Partitions...)
 		}
 	}
-	b.mu.RUnlock()
 	ctx, cancel := context.WithTimeout(cc.ctx, metaTimeout)
 	defer cancel()
 	changed := false
@@ -63,7 +61,7 @@ func (b *Broker) handleElectLeaders(cc *clientConn, req *kmsg.ElectLeadersReques
 		resp.Topics = append(resp.Topics, st)
 	}
 	if changed {
-		if err := b.reconcile(ctx); err != nil {
+		if err := b.cat.Reconcile(ctx); err != nil {
 			b.log.Warn("apply elected leaders", "err", err)
 		}
 	}
@@ -74,22 +72,19 @@ func (b *Broker) handleElectLeaders(cc *clientConn, req *kmsg.ElectLeadersReques
 // message, and whether the partition state changed.
 func (b *Broker) electOne(ctx context.Context, name string, idx int32, unclean bool) (int16, string, bool) {
 	for attempt := 0; attempt < updateRetries; attempt++ {
-		ts := b.lookup(name)
-		if ts == nil || idx < 0 || int(idx) >= len(ts.states) {
+		ts := b.cat.Snapshot().Topic(name)
+		if ts == nil || idx < 0 || int(idx) >= len(ts.States) {
 			return kerr.UnknownTopicOrPartition.Code, "", false
 		}
-		st := ts.states[idx]
+		st := ts.States[idx]
 		if attempt > 0 {
-			states, err := b.meta.Partitions(ctx, ts.meta.ID)
+			states, err := b.meta.Partitions(ctx, ts.Meta.ID)
 			if err != nil || int(idx) >= len(states) {
 				return kerr.RequestTimedOut.Code, "read partition state", false
 			}
 			st = states[idx]
 		}
-		b.mu.RLock()
-		peers := b.peers
-		b.mu.RUnlock()
-		live := func(id int32) bool { _, ok := peers[id]; return ok }
+		live := b.cat.Snapshot().Live
 		var next metastore.PartitionState
 		var err error
 		if unclean {

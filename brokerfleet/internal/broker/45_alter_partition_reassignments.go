@@ -38,7 +38,7 @@ func (b *Broker) handleAlterPartitionReassignments(cc *clientConn, req *kmsg.Alt
 		resp.Topics = append(resp.Topics, st)
 	}
 	if changed {
-		if err := b.reconcile(ctx); err != nil {
+		if err := b.cat.Reconcile(ctx); err != nil {
 			b.log.Warn("apply reassignments", "err", err)
 		}
 	}
@@ -49,11 +49,11 @@ func (b *Broker) handleAlterPartitionReassignments(cc *clientConn, req *kmsg.Alt
 // reassignment with a compare-and-set, re-reading on conflicts.
 func (b *Broker) reassignOne(ctx context.Context, name string, idx int32, target []int32, allowRF bool) (bool, error) {
 	for attempt := 0; attempt < updateRetries; attempt++ {
-		ts := b.lookup(name)
-		if ts == nil || idx < 0 || int(idx) >= len(ts.states) {
+		ts := b.cat.Snapshot().Topic(name)
+		if ts == nil || idx < 0 || int(idx) >= len(ts.States) {
 			return false, coded(kerr.UnknownTopicOrPartition, "unknown topic or partition %s-%d", name, idx)
 		}
-		states, err := b.meta.Partitions(ctx, ts.meta.ID)
+		states, err := b.meta.Partitions(ctx, ts.Meta.ID)
 		if err != nil {
 			return false, err
 		}

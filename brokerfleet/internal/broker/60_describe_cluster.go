@@ -16,7 +16,7 @@ func (b *Broker) handleDescribeCluster(req *kmsg.DescribeClusterRequest) kmsg.Re
 		resp.ErrorCode = kerr.UnsupportedEndpointType.Code
 		return resp
 	}
-	for _, cb := range b.clusterBrokers() {
+	for _, cb := range b.clusterBrokers(b.cat.Snapshot()) {
 		host, port, err := security.SplitHostPort(cb.Endpoint)
 		if err != nil {
 			continue
@@ -29,6 +29,6 @@ func (b *Broker) handleDescribeCluster(req *kmsg.DescribeClusterRequest) kmsg.Re
 		resp.Brokers = append(resp.Brokers, br)
 	}
 	resp.ClusterID = b.cfg.ClusterID
-	resp.ControllerID = b.cfg.NodeID
+	resp.ControllerID = b.cat.Snapshot().Controller()
 	return resp
 }

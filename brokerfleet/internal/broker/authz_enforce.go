@@ -512,7 +512,7 @@ func (b *Broker) authorizeMetadata(cc *clientConn, r *kmsg.MetadataRequest) func
 		switch {
 		case !can(opDescribe, name):
 			denied = append(denied, t)
-		case b.lookup(name) == nil && !createCluster && !can(opCreate, name):
+		case b.cat.Snapshot().Topic(name) == nil && !createCluster && !can(opCreate, name):
 			unknown = append(unknown, t) // exists for nobody: no auto-creation
 		default:
 			kept = append(kept, t)
@@ -634,10 +634,8 @@ func (b *Broker) mayWriteSomeTopic(cc *clientConn) bool {
 
 // topicNameByID resolves a topic id.
 func (b *Broker) topicNameByID(id [16]byte) (string, bool) {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if ts := b.byID[metastore.TopicID(id)]; ts != nil {
-		return ts.meta.Name, true
+	if ts := b.cat.Snapshot().TopicByID(metastore.TopicID(id)); ts != nil {
+		return ts.Meta.Name, true
 	}
 	return "", false
 }

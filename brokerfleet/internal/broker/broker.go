@@ -7,69 +7,65 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
-	"path"
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/stratamq/strata/brokerfleet/internal/catalog"
+	"github.com/stratamq/strata/brokerfleet/internal/controller"
 	"github.com/stratamq/strata/brokerfleet/internal/group"
+	"github.com/stratamq/strata/brokerfleet/internal/metrics"
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
+	"github.com/stratamq/strata/brokerfleet/internal/replication"
 	"github.com/stratamq/strata/brokerfleet/internal/security"
+	"github.com/stratamq/strata/brokerfleet/internal/tier"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
+	"github.com/stratamq/strata/pkg/clock"
 	"github.com/stratamq/strata/pkg/metastore"
 	"github.com/stratamq/strata/pkg/schemaregistry"
 	"github.com/stratamq/strata/pkg/segment"
 )
 
 // Broker serves the Kafka protocol for the topics in the metastore, keeping
-// their partition logs in its data directory.
+// their partition logs in its data directory. It is the composition root:
+// it builds the components (catalog, controller, replication, tier,
+// security, metrics, group coordinator), wires their hooks to each other,
+// runs their loops, and serves requests through the route registry.
 type Broker struct {
 	cfg      Config
-	fs       segment.FS
 	log      *slog.Logger
-	now      func() time.Time
+	clock    clock.Clock
 	defaults topic.Defaults
 	meta     *metastore.Meta
-	pids     *pidAllocator
-	lease    *metastore.Lease // this incarnation's registration and heartbeat
-	actEpoch atomic.Int64     // the lease epoch under which partition state was last re-read
-	caughtUp atomic.Bool      // every hosted partition had this broker in its ISR once (Ready)
-	repl     replicator
+
+	cat      *catalog.Catalog
+	ctrl     *controller.Controller
+	follower *replication.Follower
+	tier     *tier.Manager // nil without an object store
 	coord    *group.Coordinator
-	tiering  *tiering // nil without an object store
-	metrics  *brokerMetrics
+	metrics  *metrics.Broker
 	registry *schemaregistry.Registry
+	pids     *pidAllocator
 	// reassignThrottle caps what is sent to replicas being added by a
 	// reassignment; nil when unthrottled.
-	reassignThrottle *throttle
-	secured          bool           // listeners with TLS or SASL, or ACLs: connections carry a connSecurity
+	reassignThrottle *replication.Throttle
+	secured          bool           // listeners with TLS or SASL, or ACLs: connections carry a Session
 	authz            *security.ACLs // nil when ACLs are off
-
-	host string
-	port int32
-
-	adminMu sync.Mutex   // serializes topic changes and reconciliation
-	mu      sync.RWMutex // guards topics and byID; topicState values are immutable
-
-	reconciledMu sync.Mutex
-	reconciled   chan struct{} // closed (and replaced) at the end of each reconcile
-	topics       map[string]*topicState
-	byID         map[metastore.TopicID]*topicState
-	peers        map[int32]metastore.Broker           // live registrations, from the last reconcile
-	shards       map[int32]metastore.CoordinatorShard // group coordinator shard assignments
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
+	wg     sync.WaitGroup // the loops and connections
 
-	connMu sync.Mutex
+	connMu sync.Mutex // guards the fields below
+	host   string
+	port   int32
 	lns    map[net.Listener]struct{}
 	conns  map[net.Conn]struct{}
-	wg     sync.WaitGroup
 	closed bool
 }
 
@@ -79,14 +75,6 @@ const maxPartitionsPerTopic = 10000
 
 // metaTimeout bounds one metastore operation made for a client request.
 const metaTimeout = 10 * time.Second
-
-// topicState is immutable once published; changes swap in a new value.
-type topicState struct {
-	meta   metastore.Topic
-	cfg    topic.Config
-	states []metastore.PartitionState // by partition, from the metastore
-	parts  []*partition.Partition     // by partition; nil where no replica is here
-}
 
 // New opens the broker: it loads the topics from the metastore, opens (and
 // if needed recovers) their partition logs, and starts registering this
@@ -101,8 +89,9 @@ func New(cfg Config) (*Broker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	cfg.Clock = clock.Or(cfg.Clock)
+	if cfg.Lease.Clock == nil {
+		cfg.Lease.Clock = cfg.Clock
 	}
 	if cfg.Incarnation == "" {
 		cfg.Incarnation = newIncarnation()
@@ -114,74 +103,100 @@ func New(cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	var claimed *metastore.Lease
+	m := metrics.New()
+	cfg.Meta = m.InstrumentMeta(cfg.Meta)
+	cfg.Objects = m.CountObjects(cfg.Objects)
+	var lease *metastore.Lease
 	if cfg.NodeID == AutoNodeID {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.Lease.Duration)
-		cfg.NodeID, claimed, err = claimNodeID(ctx, cfg)
+		cfg.NodeID, lease, err = claimNodeID(ctx, cfg)
 		cancel()
 		if err != nil {
 			return nil, err
 		}
 		cfg.Logger.Info("claimed node id", "broker", cfg.NodeID)
+	} else if lease, err = cfg.Meta.BrokerLease(cfg.registration(), cfg.Lease); err != nil {
+		return nil, err
 	}
-	metrics := newBrokerMetrics(&cfg) // wraps cfg.Meta and cfg.Objects to count their requests
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Broker{
-		cfg: cfg, fs: cfg.FS, log: cfg.Logger.With("broker", cfg.NodeID), now: cfg.Now,
-		defaults: defaults, meta: cfg.Meta, pids: &pidAllocator{meta: cfg.Meta},
-		topics: map[string]*topicState{}, byID: map[metastore.TopicID]*topicState{}, peers: map[int32]metastore.Broker{},
-		shards: map[int32]metastore.CoordinatorShard{},
-		ctx:    ctx, cancel: cancel,
+		cfg: cfg, log: cfg.Logger.With("broker", cfg.NodeID), clock: cfg.Clock,
+		defaults: defaults, meta: cfg.Meta, metrics: m, pids: &pidAllocator{meta: cfg.Meta},
+		ctx: ctx, cancel: cancel,
 		lns: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{},
 	}
-	b.repl.b = b
 	b.initSecurity(ctx)
-	b.metrics = metrics.register(b)
-	b.reassignThrottle = newThrottle(cfg.ReassignThrottle)
+	b.reassignThrottle = replication.NewThrottle(cfg.ReassignThrottle, cfg.Clock)
 	b.registry = schemaregistry.New(cfg.Meta, schemaregistry.Options{})
+	b.follower = replication.NewFollower(ctx, replication.Options{
+		NodeID: cfg.NodeID, Dial: cfg.Security.Dialer(cfg.DialPeer, cfg.NodeID), ReplicaLagMax: cfg.ReplicaLagMax,
+		Clock: cfg.Clock, Logger: b.log,
+	})
+	if b.cat, err = catalog.New(catalog.Options{
+		Meta: cfg.Meta, NodeID: cfg.NodeID, Incarnation: cfg.Incarnation, Lease: lease,
+		DataDir: cfg.DataDir, FS: cfg.FS, Defaults: defaults, Clock: cfg.Clock, Logger: b.log,
+		OnApply:  b.applied,
+		OnRole:   func(st metastore.PartitionState) { m.RoleApplied(cfg.NodeID, st) },
+		OnRemove: b.topicRemoved,
+	}); err != nil {
+		cancel()
+		return nil, err
+	}
 	b.coord = group.New(group.Options{
-		Meta: cfg.Meta, Valid: b.leaseValid, PartitionExists: b.partitionExists,
+		Meta: cfg.Meta, Valid: b.cat.LeaseValid, PartitionExists: b.partitionExists,
 		MinSessionTimeout: cfg.GroupMinSessionTimeout, MaxSessionTimeout: cfg.GroupMaxSessionTimeout,
 		InitialRebalanceDelay: cfg.GroupInitialRebalanceDelay, Logger: b.log,
 	})
-	b.lease = claimed
-	if b.lease == nil {
-		b.lease, err = cfg.Meta.BrokerLease(metastore.Broker{
-			ID: cfg.NodeID, Endpoint: cfg.Advertise, Listeners: cfg.Security.Advertised(cfg.Advertise), Rack: cfg.Rack, Incarnation: cfg.Incarnation,
-		}, cfg.Lease)
+	if cfg.Objects != nil {
+		b.tier = tier.NewManager(tier.ManagerOptions{
+			Catalog: b.cat, Meta: cfg.Meta, Objects: cfg.Objects, NodeID: cfg.NodeID, Incarnation: cfg.Incarnation,
+			Defaults: defaults, Interval: cfg.TierInterval, OrphanGrace: cfg.TierOrphanGrace,
+			FlushInterval: cfg.ObjectFlushInterval, WatchInterval: cfg.WatchInterval,
+			Uploaded: m.TierUploaded, Clock: cfg.Clock, Logger: b.log,
+		})
 	}
-	if err != nil {
+	if b.ctrl, err = controller.New(controller.Options{
+		Meta: cfg.Meta, NodeID: cfg.NodeID, Incarnation: cfg.Incarnation, Lease: cfg.Lease, Defaults: defaults,
+		ReassignAfter: cfg.ReassignAfter, LeaderRebalanceInterval: cfg.LeaderRebalanceInterval,
+		ReplicaBalanceInterval: cfg.ReplicaBalanceInterval, MaxReassignments: cfg.MaxReassignments,
+		Changed: b.cat.Reconcile, Role: m.SetController, Clock: cfg.Clock, Logger: b.log,
+	}); err != nil {
 		cancel()
 		b.coord.Close()
 		return nil, err
 	}
-	if err := b.reconcile(ctx); err != nil {
+	m.Collect(metricsSource{b})
+	if err := b.cat.Reconcile(ctx); err != nil {
 		cancel()
 		b.coord.Close()
-		b.closePartitions()
+		b.cat.Close()
 		return nil, fmt.Errorf("load topics: %w", err)
 	}
 	// Register now, so a fresh broker serves produce at once; a restarted
-	// one keeps trying in heartbeat until its previous lease runs out.
+	// one keeps trying in the heartbeat until its previous lease runs out.
 	tctx, tcancel := context.WithTimeout(ctx, cfg.Lease.Duration/3)
-	if st, err := b.lease.Tick(tctx); err != nil {
-		b.log.Warn("first broker heartbeat failed", "err", err)
-	} else if st.Held {
-		b.registered(tctx, st.Epoch)
-	}
+	b.cat.Register(tctx)
 	tcancel()
-	if b.tiering = newTiering(b); b.tiering != nil {
-		b.wg.Add(2)
-		go b.tiering.run()
-		go b.tiering.runWAL()
+	if b.tier != nil {
+		b.tier.Start(ctx)
 	}
-	b.wg.Add(5)
-	go b.maintain()
-	go b.watch()
-	go b.heartbeat()
-	go b.maintainISR()
-	go b.runController()
+	b.run(func(ctx context.Context) { b.cat.Heartbeat(ctx, cfg.Lease.Duration/3) })
+	b.run(b.watch)
+	b.run(b.maintain)
+	b.run(b.refreshGroupStats)
+	b.run(b.ctrl.Run)
+	b.run(func(ctx context.Context) {
+		replication.MaintainISR(ctx, replication.ISROptions{
+			Catalog: b.cat, Meta: cfg.Meta, ReplicaLagMax: cfg.ReplicaLagMax,
+			Changed: m.ISRChanged, Clock: cfg.Clock, Logger: b.log,
+		})
+	})
 	return b, nil
+}
+
+// registration is this broker's registration record.
+func (c *Config) registration() metastore.Broker {
+	return metastore.Broker{ID: c.NodeID, Endpoint: c.Advertise, Listeners: c.Security.Advertised(c.Advertise), Rack: c.Rack, Incarnation: c.Incarnation}
 }
 
 func newIncarnation() string {
@@ -190,60 +205,45 @@ func newIncarnation() string {
 	return hex.EncodeToString(b[:])
 }
 
-func (b *Broker) partitionDir(t metastore.Topic, p int32) string {
-	return path.Join(b.cfg.DataDir, "logs", t.Name+"-"+t.ID.String(), strconv.Itoa(int(p)))
+// run runs fn in a goroutine until the broker closes.
+func (b *Broker) run(fn func(ctx context.Context)) {
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		fn(b.ctx)
+	}()
 }
 
-func (b *Broker) openTopic(t metastore.Topic, cfg topic.Config, states []metastore.PartitionState) (*topicState, error) {
-	ts := &topicState{meta: t, cfg: cfg, states: states, parts: make([]*partition.Partition, len(states))}
-	for i, st := range states {
-		if !b.hosts(st) {
-			continue
+// applied runs after every reconcile: the follower fetch loops follow the
+// current leaders, and the group coordinator serves the shards assigned
+// here.
+func (b *Broker) applied(s *catalog.Snapshot) {
+	b.follower.Follow(s, b.cfg.Security.InterBrokerEndpoint)
+	owned := map[int32]int64{}
+	for _, sh := range s.Shards() {
+		if sh.Broker == s.Self() {
+			owned[sh.Shard] = sh.Epoch
 		}
-		p, err := b.openPartition(t, int32(i), cfg)
-		if err != nil {
-			for _, p := range ts.parts {
-				if p != nil {
-					p.Close()
-				}
-			}
-			return nil, err
-		}
-		b.applyState(p, st)
-		ts.parts[i] = p
 	}
-	return ts, nil
+	if b.coord != nil {
+		b.coord.SetShards(owned)
+	}
 }
 
-// applyState gives a local partition its control-plane role.
-func (b *Broker) applyState(p *partition.Partition, st metastore.PartitionState) {
-	b.observeLeadership(st)
-	p.SetLeaderEpoch(st.LeaderEpoch)
-	p.SetReplication(b.cfg.NodeID, st.Leader == b.cfg.NodeID, st.Replicas, st.ISR)
+// topicRemoved runs (in its own goroutine) when a deleted topic's logs were
+// removed: the groups this broker coordinates lose their offsets of it.
+func (b *Broker) topicRemoved(t metastore.Topic) {
+	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	if err := b.coord.ForgetTopic(ctx, t.Name); err != nil && b.ctx.Err() == nil {
+		b.log.Warn("delete committed offsets of a deleted topic", "topic", t.Name, "err", err)
+	}
 }
 
-// hosts reports whether this broker has a replica of the partition.
-func (b *Broker) hosts(st metastore.PartitionState) bool {
-	return slices.Contains(st.Replicas, b.cfg.NodeID)
-}
-
-func (b *Broker) openPartition(t metastore.Topic, i int32, cfg topic.Config) (*partition.Partition, error) {
-	lg, err := segment.Open(segment.Options{
-		FS:           b.fs,
-		Dir:          b.partitionDir(t, i),
-		SegmentBytes: cfg.SegmentBytes,
-		SegmentMs:    cfg.SegmentAge,
-		Now:          b.now,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("open %s-%d: %w", t.Name, i, err)
-	}
-	p, err := partition.New(partition.Options{Topic: t.Name, Index: i, Log: lg, Config: cfg, Now: b.now})
-	if err != nil {
-		lg.Close()
-		return nil, err
-	}
-	return p, nil
+// partitionExists reports whether a topic partition exists (for commits).
+func (b *Broker) partitionExists(name string, p int32) bool {
+	t := b.cat.Snapshot().Topic(name)
+	return t != nil && p >= 0 && int(p) < len(t.States)
 }
 
 // Serve accepts Kafka connections on ln for the default listener (see
@@ -318,8 +318,9 @@ func (b *Broker) Addr() (string, int32) {
 	return b.host, b.port
 }
 
-// Close stops accepting, closes every connection, waits for in-flight work
-// and closes every partition log cleanly.
+// Close stops accepting, closes every connection, hands this broker's
+// leaderships and coordinator shards over, waits for in-flight work and
+// closes every partition log cleanly.
 func (b *Broker) Close() error {
 	b.connMu.Lock()
 	if b.closed {
@@ -334,188 +335,38 @@ func (b *Broker) Close() error {
 		nc.Close()
 	}
 	b.connMu.Unlock()
-	b.handOver()
+	if b.cat.LeaseValid() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		s := b.cat.Snapshot()
+		var states []metastore.PartitionState
+		for _, l := range s.Led(nil) {
+			states = append(states, l.State)
+		}
+		live := map[int32]bool{}
+		for id := range s.Peers() {
+			live[id] = true
+		}
+		controller.HandOver(ctx, b.meta, b.log, b.cfg.NodeID, states, s.Shards(), live)
+		cancel()
+	}
 	b.cancel()
 	b.wg.Wait()
+	if b.tier != nil {
+		b.tier.Wait()
+	}
 	b.coord.Close()
-	b.repl.stop()
-	return b.closePartitions()
-}
-
-// handOver moves leadership of the partitions this broker leads to another
-// in-sync replica before it stops, so clients switch at once instead of
-// waiting for the controller to notice.
-func (b *Broker) handOver() {
-	if !b.leaseValid() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	b.mu.RLock()
-	live := map[int32]bool{}
-	for id := range b.peers {
-		live[id] = id != b.cfg.NodeID
-	}
-	var moves []metastore.PartitionState
-	for _, ts := range b.topics {
-		for _, st := range ts.states {
-			if st.Leader != b.cfg.NodeID {
-				continue
-			}
-			next, ok := st.Elect(live, nil, false)
-			if ok && next.Leader >= 0 && next.Leader != b.cfg.NodeID {
-				moves = append(moves, next)
-			}
-		}
-	}
-	b.mu.RUnlock()
-	for _, m := range moves {
-		if _, err := b.meta.UpdatePartition(ctx, m); err != nil {
-			b.log.Warn("hand over leadership", "partition", m.Partition, "err", err)
-		}
-	}
-	b.handOverShards(ctx, live)
-}
-
-// heartbeat keeps this incarnation registered: one conditional write per
-// interval, whatever the number of partitions. On Close the lease is
-// released so a restarted broker need not wait it out.
-func (b *Broker) heartbeat() {
-	defer b.wg.Done()
-	interval := b.cfg.Lease.Duration / 3
-	t := time.NewTimer(interval)
-	defer t.Stop()
-	held := b.leaseValid()
-	for {
-		select {
-		case <-b.ctx.Done():
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			if err := b.lease.Release(ctx); err != nil {
-				b.log.Warn("release broker lease", "err", err)
-			} else if err := b.meta.NotifyChange(ctx); err != nil {
-				b.log.Warn("announce shutdown", "err", err)
-			}
-			cancel()
-			return
-		case <-t.C:
-		}
-		ctx, cancel := context.WithTimeout(b.ctx, interval)
-		st, err := b.lease.Tick(ctx)
-		cancel()
-		switch {
-		case err != nil && b.ctx.Err() == nil:
-			b.log.Warn("broker heartbeat failed", "err", err)
-		case st.Held && (!held || st.Epoch != b.actEpoch.Load()):
-			// Newly held, or held under a new epoch: fenced and re-acquired
-			// between two ticks (the controller can declare a broker dead
-			// while the metastore was unreachable to it) without a tick ever
-			// reporting the loss. Acting needs the partition states re-read
-			// under the new epoch either way.
-			b.log.Info("broker registered", "epoch", st.Epoch, "incarnation", b.cfg.Incarnation)
-			rctx, rcancel := context.WithTimeout(b.ctx, interval)
-			b.registered(rctx, st.Epoch)
-			rcancel()
-		case !st.Held && held:
-			b.log.Warn("broker registration lost", "holder", st.Holder)
-		case !st.Held && err == nil:
-			b.log.Info("waiting for the previous incarnation's lease to expire", "holder", st.Holder)
-		}
-		held = st.Held
-		t.Reset(interval)
-	}
-}
-
-// announce tells the other brokers (through the change counter) that this
-// broker's registration changed, so their Metadata answers list it.
-func (b *Broker) announce() {
-	ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)
-	defer cancel()
-	if err := b.meta.NotifyChange(ctx); err != nil {
-		b.log.Warn("announce registration", "err", err)
-	}
-}
-
-// registered runs when this broker (re)acquires its registration under a
-// new epoch: it tells the others, re-reads the partition states, and only
-// then may act as a leader under that epoch. A broker fenced while paused
-// thus learns of the leaders elected meanwhile before it accepts a write.
-func (b *Broker) registered(ctx context.Context, epoch int64) {
-	b.announce()
-	if err := b.reconcile(ctx); err != nil {
-		b.log.Warn("re-read partitions after registering", "err", err)
-		return
-	}
-	if b.actEpoch.Load() == 0 {
-		b.leaveISRs(ctx)
-	}
-	b.actEpoch.Store(epoch)
-}
-
-// leaveISRs takes this new incarnation out of the ISR of every partition it
-// follows: its log may have lost a tail (or the whole disk) since its
-// previous life, so no election may pick it before the leader has seen it
-// catch up to the high watermark again (then it rejoins). The controller
-// does the same when it sees the new incarnation; doing it here too covers
-// a controller that restarted and forgot the old one. A partition without
-// a leader keeps it: its log may be all there is.
-func (b *Broker) leaveISRs(ctx context.Context) {
-	b.mu.RLock()
-	var leave []metastore.PartitionState
-	for _, ts := range b.topics {
-		for _, st := range ts.states {
-			if _, ok := st.LeaveISR(b.cfg.NodeID); ok {
-				leave = append(leave, st)
-			}
-		}
-	}
-	b.mu.RUnlock()
-	changed := false
-	for _, st := range leave {
-		for attempt := 0; attempt < updateRetries; attempt++ {
-			next, ok := st.LeaveISR(b.cfg.NodeID)
-			if !ok {
-				break
-			}
-			_, err := b.meta.UpdatePartition(ctx, next)
-			if err == nil {
-				changed = true
-				break
-			}
-			if !errors.Is(err, metastore.ErrConditionFailed) {
-				b.log.Warn("leave the ISR after a restart", "partition", st.Partition, "err", err)
-				break
-			}
-			states, err := b.meta.Partitions(ctx, st.Topic)
-			if err != nil || int(st.Partition) >= len(states) {
-				break
-			}
-			st = states[st.Partition]
-		}
-	}
-	if changed {
-		if err := b.reconcile(ctx); err != nil {
-			b.log.Warn("re-read partitions after leaving the ISR", "err", err)
-		}
-	}
-}
-
-// leaseValid reports whether this broker may act as a leader now: its
-// registration lease is held, not past its safe deadline, and its
-// partition states were re-read under the current epoch.
-func (b *Broker) leaseValid() bool {
-	epoch, ok := b.lease.Valid()
-	return ok && epoch == b.actEpoch.Load()
+	b.follower.Stop()
+	return b.cat.Close()
 }
 
 // watch applies metadata changes made anywhere (another broker, an admin
 // tool) within one poll interval.
-func (b *Broker) watch() {
-	defer b.wg.Done()
-	b.meta.WatchChanges(b.ctx, b.cfg.WatchInterval, func(int64) error {
-		ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)
+func (b *Broker) watch(ctx context.Context) {
+	b.meta.WatchChanges(ctx, b.cfg.WatchInterval, func(int64) error {
+		rctx, cancel := context.WithTimeout(ctx, metaTimeout)
 		defer cancel()
-		err := b.reconcile(ctx)
-		b.reloadACLs(ctx)
+		err := b.cat.Reconcile(rctx)
+		b.reloadACLs(rctx)
 		if err != nil {
 			return fmt.Errorf("apply metadata change (retried next poll): %w", err)
 		}
@@ -525,33 +376,15 @@ func (b *Broker) watch() {
 	})
 }
 
-func (b *Broker) closePartitions() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var errs []error
-	for _, ts := range b.topics {
-		for _, p := range ts.parts {
-			if p == nil {
-				continue
-			}
-			if err := p.Close(); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // maintain applies retention and segment.ms on every partition.
-func (b *Broker) maintain() {
-	defer b.wg.Done()
-	t := time.NewTicker(b.cfg.MaintenanceInterval)
+func (b *Broker) maintain(ctx context.Context) {
+	t := b.clock.NewTicker(b.cfg.MaintenanceInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-b.ctx.Done():
+		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 			b.RunMaintenance()
 		}
 	}
@@ -560,89 +393,86 @@ func (b *Broker) maintain() {
 // RunMaintenance applies retention and time-based rolling to every
 // partition once.
 func (b *Broker) RunMaintenance() {
-	for _, p := range b.allPartitions() {
+	for _, p := range b.cat.Snapshot().Hosted() {
 		if err := p.Maintain(); err != nil && !errors.Is(err, partition.ErrClosed) && !errors.Is(err, segment.ErrClosed) {
 			b.log.Warn("maintenance failed", "topic", p.Topic(), "partition", p.Index(), "err", err)
 		}
 	}
 }
 
-func (b *Broker) allPartitions() []*partition.Partition {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	var out []*partition.Partition
-	for _, ts := range b.topics {
-		for _, p := range ts.parts {
-			if p != nil {
-				out = append(out, p)
-			}
-		}
+// Healthy returns nil when the broker may act: it holds its registration
+// lease, short of the lease's safe deadline, and has re-read the partition
+// states under the lease's current epoch (the same test a leader passes
+// before it accepts a write). Otherwise the error says why.
+func (b *Broker) Healthy() error {
+	if b.ctx.Err() != nil {
+		return ErrClosed
 	}
-	return out
+	return b.cat.Healthy()
 }
 
-// lookup returns a topic's state.
-func (b *Broker) lookup(name string) *topicState {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	return b.topics[name]
+// Ready returns nil once the broker is Healthy and has caught up: every
+// partition it hosts whose leader is live lists it in the ISR (latched).
+// Deployments that replace brokers one at a time (ECS rolling updates) wait
+// for Ready, so a replacement on an empty disk is in sync before the next
+// broker stops.
+func (b *Broker) Ready() error {
+	if b.ctx.Err() != nil {
+		return ErrClosed
+	}
+	return b.cat.Ready()
 }
 
-// leaderPartition returns the partition if this broker leads it, or the
-// Kafka error to answer: UNKNOWN_TOPIC_OR_PARTITION for a partition that
-// does not exist, NOT_LEADER_OR_FOLLOWER for one led elsewhere (the client
-// refreshes its metadata and goes there).
-func (b *Broker) leaderPartition(name string, idx int32) (*partition.Partition, int16) {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	ts := b.topics[name]
-	if ts == nil || idx < 0 || int(idx) >= len(ts.states) {
-		return nil, kerr.UnknownTopicOrPartition.Code
+// ErrClosed is returned by Healthy and Ready when the broker has been
+// closed.
+var ErrClosed = errors.New("broker closed")
+
+// Meta returns the broker's metastore.
+func (b *Broker) Meta() *metastore.Meta { return b.meta }
+
+// Gatherer returns the broker's own metrics registry: every strata_* series
+// of this broker and no other's.
+func (b *Broker) Gatherer() prometheus.Gatherer { return b.metrics.Gatherer() }
+
+// NewEMF returns a CloudWatch EMF renderer over the broker's registry.
+func (b *Broker) NewEMF() *metrics.EMF {
+	return metrics.NewEMF(b.Gatherer(), b.cfg.ClusterID, b.cfg.NodeID)
+}
+
+// ClosedSegmentEnd returns the offset where a local partition's closed,
+// committed segments end (what the tier can hold), or 0 if it has none.
+func (b *Broker) ClosedSegmentEnd(name string, idx int32) int64 {
+	t := b.cat.Snapshot().Topic(name)
+	if t == nil {
+		return 0
 	}
-	if ts.states[idx].Leader != b.cfg.NodeID || ts.parts[idx] == nil {
-		return nil, kerr.NotLeaderForPartition.Code
+	_, p, ok := t.Partition(idx)
+	if !ok || p == nil {
+		return 0
 	}
-	return ts.parts[idx], 0
+	end := p.UploadedTo()
+	if end == math.MaxInt64 {
+		end = 0
+	}
+	for _, s := range p.ClosedSegments() {
+		end = max(end, s.NextOffset)
+	}
+	return end
 }
 
 // clusterBrokers returns the live brokers with their addresses, this one
 // included (with its listener's address, even before its registration is
 // visible), sorted by id.
-func (b *Broker) clusterBrokers() []metastore.Broker {
+func (b *Broker) clusterBrokers(s *catalog.Snapshot) []metastore.Broker {
 	host, port := b.Addr()
 	self := metastore.Broker{ID: b.cfg.NodeID, Endpoint: net.JoinHostPort(host, strconv.Itoa(int(port))), Listeners: b.cfg.Security.Advertised(b.cfg.Advertise), Rack: b.cfg.Rack, Live: true}
-	b.mu.RLock()
-	out := make([]metastore.Broker, 0, len(b.peers)+1)
+	out := make([]metastore.Broker, 0, len(s.Peers())+1)
 	out = append(out, self)
-	for id, br := range b.peers {
+	for id, br := range s.Peers() {
 		if id != b.cfg.NodeID {
 			out = append(out, br)
 		}
 	}
-	b.mu.RUnlock()
 	slices.SortFunc(out, func(x, y metastore.Broker) int { return int(x.ID) - int(y.ID) })
 	return out
-}
-
-// currentLeader returns the leader and leader epoch this broker knows for
-// a partition, and the leader's address, for NOT_LEADER_OR_FOLLOWER answers
-// that tell the client where to go (KIP-951).
-func (b *Broker) currentLeader(name string, idx int32) (leader, epoch int32, host string, port int32, ok bool) {
-	b.mu.RLock()
-	ts := b.topics[name]
-	if ts == nil || idx < 0 || int(idx) >= len(ts.states) || ts.states[idx].Leader < 0 {
-		b.mu.RUnlock()
-		return 0, 0, "", 0, false
-	}
-	st := ts.states[idx]
-	br, live := b.peers[st.Leader]
-	b.mu.RUnlock()
-	if !live {
-		return 0, 0, "", 0, false
-	}
-	h, p, err := security.SplitHostPort(br.Endpoint)
-	if err != nil {
-		return 0, 0, "", 0, false
-	}
-	return st.Leader, st.LeaderEpoch, h, p, true
 }

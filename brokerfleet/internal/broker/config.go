@@ -11,6 +11,7 @@ import (
 	"github.com/stratamq/strata/brokerfleet/internal/group"
 	"github.com/stratamq/strata/brokerfleet/internal/security"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
+	"github.com/stratamq/strata/pkg/clock"
 	"github.com/stratamq/strata/pkg/metastore"
 	"github.com/stratamq/strata/pkg/objstore"
 	"github.com/stratamq/strata/pkg/segment"
@@ -106,6 +107,10 @@ type Config struct {
 	// TierOrphanGrace is how old an object no manifest references must be
 	// before it is deleted.
 	TierOrphanGrace time.Duration
+	// GroupStatsInterval is how often the consumer group gauges (lag,
+	// committed offsets, members) are refreshed, in the background; a
+	// scrape reads the last refresh.
+	GroupStatsInterval time.Duration
 	// ObjectFlushInterval is how often the batches of "object" durability
 	// partitions are written to S3 (one shared object per flush); acks
 	// wait for it.
@@ -115,9 +120,10 @@ type Config struct {
 	Security security.Config
 	// Logger receives operational logs; nil means slog.Default().
 	Logger *slog.Logger
-	// Now is the wall clock (for LogAppendTime and retention); nil means
-	// time.Now.
-	Now func() time.Time
+	// Clock is the clock of every component (log append times, retention,
+	// leases, timeouts); nil means the real one. Tests drive time with
+	// clock.Fake.
+	Clock clock.Clock
 	// UnsafeAckBeforeReplication is a test-only hook (serve's hidden
 	// -test-unsafe-ack, allowed only with STRATA_TEST_HOOKS=1): acks=all
 	// is answered right after the leader's append, before replication, so
@@ -149,6 +155,7 @@ func DefaultConfig() Config {
 		TierInterval:               5 * time.Second,
 		TierOrphanGrace:            10 * time.Minute,
 		ObjectFlushInterval:        50 * time.Millisecond,
+		GroupStatsInterval:         5 * time.Second,
 	}
 }
 
@@ -218,6 +225,9 @@ func (c *Config) ValidateSettings() error {
 	}
 	if c.TierInterval <= 0 {
 		errs = append(errs, fmt.Errorf("tier-interval: %v is not positive", c.TierInterval))
+	}
+	if c.GroupStatsInterval <= 0 {
+		errs = append(errs, fmt.Errorf("group-stats-interval: %v is not positive", c.GroupStatsInterval))
 	}
 	if c.ObjectFlushInterval <= 0 {
 		errs = append(errs, fmt.Errorf("object-flush-interval: %v is not positive", c.ObjectFlushInterval))

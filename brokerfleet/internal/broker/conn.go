@@ -91,7 +91,7 @@ func (b *Broker) serveConn(nc net.Conn) {
 		}
 		cc.clientID = hdr.ClientID
 		p := pending{corr: hdr.CorrelationID, key: hdr.Key, req: req, start: start}
-		b.metrics.received(hdr.Key)
+		b.metrics.Received(hdr.Key)
 		switch {
 		case req == nil && hdr.Key == 18:
 			// KIP-511: answer an ApiVersions we cannot parse with v0,
@@ -105,7 +105,7 @@ func (b *Broker) serveConn(nc net.Conn) {
 			p.last = true
 		default:
 			if !b.dispatchSecured(cc, req, &p) {
-				b.metrics.responded(p.key, req, nil, time.Since(start))
+				b.metrics.Responded(p.key, req, nil, time.Since(start))
 				continue // acks=0 produce: no response
 			}
 		}
@@ -232,7 +232,7 @@ func (b *Broker) writeResponses(nc net.Conn, queue <-chan pending, cancel contex
 		if p.raw != nil {
 			resp = nil
 		}
-		b.metrics.responded(p.key, p.req, resp, time.Since(p.start))
+		b.metrics.Responded(p.key, p.req, resp, time.Since(p.start))
 		if err != nil || p.last {
 			failed = true
 			cancel()

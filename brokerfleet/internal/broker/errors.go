@@ -6,7 +6,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stratamq/strata/brokerfleet/internal/controller"
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
+	"github.com/stratamq/strata/brokerfleet/internal/tier"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
 	"github.com/stratamq/strata/pkg/metastore"
 	"github.com/stratamq/strata/pkg/segment"
@@ -26,14 +28,14 @@ func errorCode(err error) int16 {
 		return kerr.TopicAlreadyExists.Code
 	case errors.Is(err, errUnknownTopic):
 		return kerr.UnknownTopicOrPartition.Code
-	case errors.Is(err, errNotLeader):
+	case errors.Is(err, errNotLeader), errors.Is(err, tier.ErrNotLoaded):
 		return kerr.NotLeaderForPartition.Code
 	case errors.Is(err, metastore.ErrUnavailable), errors.Is(err, metastore.ErrConditionFailed):
 		// The control plane is unreachable or busy: retriable.
 		return kerr.RequestTimedOut.Code
 	case errors.Is(err, errInvalidPartitions):
 		return kerr.InvalidPartitions.Code
-	case errors.Is(err, errInvalidReplication):
+	case errors.Is(err, errInvalidReplication), errors.Is(err, controller.ErrNotEnoughBrokers):
 		return kerr.InvalidReplicationFactor.Code
 	case errors.Is(err, metastore.ErrInvalidReassignment):
 		return kerr.InvalidReplicaAssignment.Code

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -271,9 +270,7 @@ func TestGroupLagMetricMatchesKadm(t *testing.T) {
 		reporters, ok := 0, true
 		last = ""
 		for _, b := range brokers {
-			reg := prometheus.NewRegistry()
-			reg.MustRegister(b.Collector())
-			fams, err := reg.Gather()
+			fams, err := b.Gatherer().Gather()
 			require.NoError(t, err)
 			got := map[string]float64{}
 			members := -1.0

@@ -20,7 +20,7 @@ func (b *Broker) rewriteEndpoints(listener string, p *pending) {
 		addr := func(id int32) (string, int32, bool) {
 			if eps == nil {
 				eps = map[int32]hostPort{}
-				for _, br := range b.clusterBrokers() {
+				for _, br := range b.clusterBrokers(b.cat.Snapshot()) {
 					if ep, ok := b.cfg.Security.Endpoint(br, listener); ok {
 						if h, port, err := security.SplitHostPort(ep); err == nil {
 							eps[br.ID] = hostPort{h, port}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stratamq/strata/brokerfleet/internal/broker"
 	"github.com/stratamq/strata/brokerfleet/internal/brokertest"
+	"github.com/stratamq/strata/pkg/clock"
 )
 
 func strp(s string) *string { return &s }
@@ -83,8 +84,10 @@ func TestListOffsetsByTimestamp(t *testing.T) {
 
 func TestRetentionAndDeleteRecordsMoveEarliestOffset(t *testing.T) {
 	now := time.Now()
-	clock := func() time.Time { return now }
-	b := brokertest.Start(t, func(c *broker.Config) { c.Now = clock; c.MaintenanceInterval = time.Hour })
+	b := brokertest.Start(t, func(c *broker.Config) {
+		c.Clock = frozenWallClock{clock.Real(), now}
+		c.MaintenanceInterval = time.Hour
+	})
 	ctx := context.Background()
 	cl := manualClient(t, b.Addr)
 	adm := kadm.NewClient(cl)
@@ -150,3 +153,11 @@ func TestRetentionAndDeleteRecordsMoveEarliestOffset(t *testing.T) {
 		require.Equal(t, int64(42), o.Offset)
 	})
 }
+
+// frozenWallClock reads a fixed time; its timers are real.
+type frozenWallClock struct {
+	clock.Clock
+	at time.Time
+}
+
+func (c frozenWallClock) Now() time.Time { return c.at }

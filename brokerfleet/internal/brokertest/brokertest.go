@@ -49,6 +49,7 @@ func Start(t testing.TB, opts ...Option) *Broker {
 	}
 	cfg.Meta = NewMeta(t)
 	cfg.WatchInterval = 50 * time.Millisecond
+	cfg.GroupStatsInterval = 100 * time.Millisecond
 	// Consumer groups form fast in tests: no initial rebalance delay worth
 	// waiting for, and short sessions allowed.
 	cfg.GroupInitialRebalanceDelay = 100 * time.Millisecond

@@ -1,10 +1,11 @@
-package broker
+package metrics
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -88,12 +89,8 @@ type emfTotals struct {
 	produceErrors, produceBytes, fetchBytes float64
 }
 
-// NewEMF returns an EMF renderer over the broker's registry.
-func (b *Broker) NewEMF() *EMF {
-	return newEMF(b.Gatherer(), b.cfg.ClusterID, b.cfg.NodeID)
-}
-
-func newEMF(g prometheus.Gatherer, cluster string, broker int32) *EMF {
+// NewEMF returns an EMF renderer over a broker's registry.
+func NewEMF(g prometheus.Gatherer, cluster string, broker int32) *EMF {
 	return &EMF{g: g, cluster: cluster, broker: broker}
 }
 
@@ -155,11 +152,10 @@ func (e *EMF) Line(now time.Time) ([]byte, error) {
 	return json.Marshal(l)
 }
 
-// RunEMF writes one EMF line to w every interval until ctx ends. Each line
-// is one Write call, so lines of several brokers sharing w (if w
-// serializes writes) do not interleave.
-func (b *Broker) RunEMF(ctx context.Context, w io.Writer, interval time.Duration) {
-	e := b.NewEMF()
+// Run writes one EMF line to w every interval until ctx ends. Each line is
+// one Write call, so lines of several brokers sharing w (if w serializes
+// writes) do not interleave.
+func (e *EMF) Run(ctx context.Context, w io.Writer, interval time.Duration, log *slog.Logger) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -169,11 +165,11 @@ func (b *Broker) RunEMF(ctx context.Context, w io.Writer, interval time.Duration
 		case now := <-t.C:
 			line, err := e.Line(now)
 			if err != nil {
-				b.log.Warn("emf: render metrics", "err", err)
+				log.Warn("emf: render metrics", "err", err)
 				continue
 			}
 			if _, err := w.Write(append(line, '\n')); err != nil {
-				b.log.Warn("emf: write metrics", "err", err)
+				log.Warn("emf: write metrics", "err", err)
 			}
 		}
 	}

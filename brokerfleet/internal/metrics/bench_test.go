@@ -1,4 +1,4 @@
-package broker
+package metrics
 
 import (
 	"testing"
@@ -12,7 +12,7 @@ import (
 // the request count, the appended records and bytes, the latency and the
 // error-code scan.
 func BenchmarkMetricsRequestPath(b *testing.B) {
-	m := newBrokerMetrics(&Config{})
+	m := New()
 	req := kmsg.NewPtrProduceRequest()
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	rt := kmsg.NewProduceResponseTopic()
@@ -22,8 +22,8 @@ func BenchmarkMetricsRequestPath(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		start := time.Now()
-		m.received(0)
-		m.produced("bench", 10, 1000)
-		m.responded(0, req, resp, time.Since(start))
+		m.Received(0)
+		m.Produced("bench", 10, 1000)
+		m.Responded(0, req, resp, time.Since(start))
 	}
 }

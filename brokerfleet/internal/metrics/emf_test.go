@@ -1,4 +1,4 @@
-package broker
+package metrics
 
 import (
 	"encoding/json"
@@ -38,7 +38,7 @@ func TestEMFLine(t *testing.T) {
 	produced.WithLabelValues("b").Add(24)
 	fetched.WithLabelValues("a").Add(500)
 
-	e := newEMF(reg, "prod-eu", 2)
+	e := NewEMF(reg, "prod-eu", 2)
 	at := time.UnixMilli(1_700_000_000_123)
 	line, err := e.Line(at)
 	require.NoError(t, err)
@@ -90,7 +90,7 @@ func TestEMFLine(t *testing.T) {
 
 // With no series at all (a fresh broker) every value is 0, not absent.
 func TestEMFLineEmptyRegistry(t *testing.T) {
-	line, err := newEMF(prometheus.NewRegistry(), "c", 0).Line(time.Now())
+	line, err := NewEMF(prometheus.NewRegistry(), "c", 0).Line(time.Now())
 	require.NoError(t, err)
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal(line, &doc))

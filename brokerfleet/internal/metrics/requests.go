@@ -1,4 +1,4 @@
-package broker
+package metrics
 
 import (
 	"strconv"
@@ -10,18 +10,18 @@ import (
 	"github.com/stratamq/strata/pkg/segment"
 )
 
-// received counts a parsed request.
-func (m *brokerMetrics) received(key int16) {
+// Received counts a parsed request.
+func (m *Broker) Received(key int16) {
 	if m != nil {
 		m.requests.WithLabelValues(kmsg.NameForKey(key)).Inc()
 	}
 }
 
-// responded records what one request cost and what its response says: the
+// Responded records what one request cost and what its response says: the
 // latency from frame read to response write, its non-zero error codes and,
 // for Fetch, the records and bytes sent. resp is nil for requests that get
 // none (acks=0 produce) or that were answered with a pre-encoded frame.
-func (m *brokerMetrics) responded(key int16, req kmsg.Request, resp kmsg.Response, took time.Duration) {
+func (m *Broker) Responded(key int16, req kmsg.Request, resp kmsg.Response, took time.Duration) {
 	if m == nil {
 		return
 	}
@@ -41,7 +41,7 @@ func (m *brokerMetrics) responded(key int16, req kmsg.Request, resp kmsg.Respons
 }
 
 // fetched counts the batches of a Fetch response by topic.
-func (m *brokerMetrics) fetched(r *kmsg.FetchResponse, replica bool) {
+func (m *Broker) fetched(r *kmsg.FetchResponse, replica bool) {
 	for _, t := range r.Topics {
 		var records, bytes int
 		for _, p := range t.Partitions {
@@ -84,7 +84,7 @@ func countRecords(data []byte) int {
 // countErrors counts every non-zero error code of a response: each
 // partition's of Produce and Fetch, the top-level and per-item codes of the
 // other APIs clients use routinely.
-func (m *brokerMetrics) countErrors(api string, resp kmsg.Response) {
+func (m *Broker) countErrors(api string, resp kmsg.Response) {
 	count := func(code int16) {
 		if code != 0 {
 			m.errors.WithLabelValues(api, errorName(code)).Inc()

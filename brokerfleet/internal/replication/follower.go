@@ -1,14 +1,18 @@
-package broker
+package replication
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/stratamq/strata/brokerfleet/internal/catalog"
 	"github.com/stratamq/strata/brokerfleet/internal/wire"
+	"github.com/stratamq/strata/pkg/clock"
+	"github.com/stratamq/strata/pkg/metastore"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -30,6 +34,23 @@ type followed struct {
 	index int32
 	epoch int32
 	p     *partition.Partition
+}
+
+// Options configures a Follower.
+type Options struct {
+	// NodeID is this broker's id: the replica id of its fetches.
+	NodeID int32
+	// Dial opens connections to leaders (TLS and SASL included); nil means
+	// plain TCP.
+	Dial wire.DialFunc
+	// ReplicaLagMax is replica.lag.time.max.ms: fetches wait at most a
+	// quarter of it at the leader, so a caught-up follower proves it often
+	// enough.
+	ReplicaLagMax time.Duration
+	// Clock drives backoffs; nil means the real clock.
+	Clock clock.Clock
+	// Logger receives operational logs; nil means slog.Default().
+	Logger *slog.Logger
 }
 
 // fetchLoop pulls every partition led by one broker, over one connection:
@@ -92,16 +113,56 @@ func (l *fetchLoop) stop() {
 	<-l.done
 }
 
-// replicator runs the fetch loops, one per leader.
-type replicator struct {
-	b     *Broker
+// Follower runs this broker's follower fetch loops, one per leader.
+type Follower struct {
+	opts  Options
+	log   *slog.Logger
+	clock clock.Clock
+	ctx   context.Context
+
+	// mu guards loops; it is held while loops start and stop (a stop
+	// waits for the loop's goroutine).
 	mu    sync.Mutex
 	loops map[int32]*fetchLoop
 }
 
+// NewFollower returns a Follower whose loops run until ctx ends or Stop.
+func NewFollower(ctx context.Context, opts Options) *Follower {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	opts.Clock = clock.Or(opts.Clock)
+	return &Follower{opts: opts, log: opts.Logger, clock: opts.Clock, ctx: ctx}
+}
+
+// Follow points the fetch loops at the leaders of the partitions this
+// broker follows in s, reaching each leader at addr(leader's registration)
+// (its inter-broker listener).
+func (r *Follower) Follow(s *catalog.Snapshot, addr func(metastore.Broker) string) {
+	byLeader := map[int32][]followed{}
+	addrs := map[int32]string{}
+	for id, br := range s.Peers() {
+		addrs[id] = addr(br)
+	}
+	self := s.Self()
+	for _, t := range s.Topics() {
+		for i, st := range t.States {
+			p := t.Parts[i]
+			if p == nil || st.Leader == self || st.Leader < 0 {
+				continue
+			}
+			byLeader[st.Leader] = append(byLeader[st.Leader], followed{topic: t.Meta.Name, index: int32(i), epoch: st.LeaderEpoch, p: p})
+		}
+	}
+	if r.ctx.Err() != nil {
+		return
+	}
+	r.update(byLeader, addrs)
+}
+
 // update sets what is followed from which leader (at addr), starting and
 // stopping loops as needed.
-func (r *replicator) update(byLeader map[int32][]followed, addrs map[int32]string) {
+func (r *Follower) update(byLeader map[int32][]followed, addrs map[int32]string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.loops == nil {
@@ -125,7 +186,7 @@ func (r *replicator) update(byLeader map[int32][]followed, addrs map[int32]strin
 			}
 			continue
 		}
-		ctx, cancel := context.WithCancel(r.b.ctx)
+		ctx, cancel := context.WithCancel(r.ctx)
 		l := &fetchLoop{leader: id, addr: addrs[id], cancel: cancel, done: make(chan struct{})}
 		l.parts.Store(&parts)
 		r.loops[id] = l
@@ -133,14 +194,14 @@ func (r *replicator) update(byLeader map[int32][]followed, addrs map[int32]strin
 	}
 }
 
-// stop ends every loop.
-func (r *replicator) stop() {
+// Stop ends every loop.
+func (r *Follower) Stop() {
 	r.update(nil, nil)
 }
 
-func (r *replicator) run(ctx context.Context, l *fetchLoop) {
+func (r *Follower) run(ctx context.Context, l *fetchLoop) {
 	defer close(l.done)
-	log := r.b.log.With("leader", l.leader)
+	log := r.log.With("leader", l.leader)
 	var conn *wire.Conn
 	defer func() {
 		if conn != nil {
@@ -154,11 +215,11 @@ func (r *replicator) run(ctx context.Context, l *fetchLoop) {
 	for ctx.Err() == nil {
 		if conn == nil {
 			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			c, err := wire.Dial(dctx, r.b.cfg.Security.Dialer(r.b.cfg.DialPeer, r.b.cfg.NodeID), l.addr, fmt.Sprintf("strata-replica-%d", r.b.cfg.NodeID), 2*replicaFetchMaxBytes)
+			c, err := wire.Dial(dctx, r.opts.Dial, l.addr, fmt.Sprintf("strata-replica-%d", r.opts.NodeID), 2*replicaFetchMaxBytes)
 			cancel()
 			if err != nil {
 				log.Debug("connect to leader", "addr", l.addr, "err", err)
-				sleepCtx(ctx, replicaBackoff)
+				clock.Sleep(ctx, r.clock, replicaBackoff)
 				continue
 			}
 			conn = c
@@ -172,7 +233,7 @@ func (r *replicator) run(ctx context.Context, l *fetchLoop) {
 			conn.Close()
 			conn = nil
 			if !l.interrupted.Swap(false) {
-				sleepCtx(ctx, replicaBackoff)
+				clock.Sleep(ctx, r.clock, replicaBackoff)
 			}
 			continue
 		}
@@ -183,7 +244,7 @@ func (r *replicator) run(ctx context.Context, l *fetchLoop) {
 			}
 		}
 		if len(parts) == 0 {
-			sleepCtx(ctx, replicaBackoff)
+			clock.Sleep(ctx, r.clock, replicaBackoff)
 			continue
 		}
 		req := r.fetchRequest(parts)
@@ -195,12 +256,12 @@ func (r *replicator) run(ctx context.Context, l *fetchLoop) {
 			conn.Close()
 			conn = nil
 			if !l.interrupted.Swap(false) {
-				sleepCtx(ctx, replicaBackoff)
+				clock.Sleep(ctx, r.clock, replicaBackoff)
 			}
 			continue
 		}
 		if !r.apply(parts, resp.(*kmsg.FetchResponse), truncatedAt, log) {
-			sleepCtx(ctx, replicaBackoff)
+			clock.Sleep(ctx, r.clock, replicaBackoff)
 		}
 	}
 }
@@ -214,10 +275,10 @@ type partKey struct {
 // this replica, its log with the leader's: it asks the leader where its
 // own last epoch ends in the leader's log and cuts everything after that
 // (and after where that epoch ends locally). Only then does it fetch.
-func (r *replicator) truncate(conn *wire.Conn, parts []followed, done map[partKey]int32) error {
+func (r *Follower) truncate(conn *wire.Conn, parts []followed, done map[partKey]int32) error {
 	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
 	req.Version = 3
-	req.ReplicaID = r.b.cfg.NodeID
+	req.ReplicaID = r.opts.NodeID
 	byTopic := map[string]int{}
 	pending := map[partKey]followed{}
 	for _, f := range parts {
@@ -263,11 +324,11 @@ func (r *replicator) truncate(conn *wire.Conn, parts []followed, done map[partKe
 				target = rp.EndOffset
 			}
 			if target < f.p.LogEndOffset() {
-				r.b.log.Info("truncating diverged replica", "topic", f.topic, "partition", f.index,
+				r.log.Info("truncating diverged replica", "topic", f.topic, "partition", f.index,
 					"from", f.p.LogEndOffset(), "to", target, "leaderEpoch", f.epoch)
 				if err := f.p.TruncateTo(f.epoch, target); err != nil {
 					if !errors.Is(err, partition.ErrStaleEpoch) {
-						r.b.log.Warn("truncate replica", "topic", f.topic, "partition", f.index, "err", err)
+						r.log.Warn("truncate replica", "topic", f.topic, "partition", f.index, "err", err)
 					}
 					continue
 				}
@@ -285,14 +346,14 @@ func (r *replicator) truncate(conn *wire.Conn, parts []followed, done map[partKe
 // asking twice a second was most of an idle cluster's CPU). It stays well
 // inside ReplicaLagMax, since a follower proves it is caught up by
 // fetching.
-func (r *replicator) fetchWait() time.Duration {
-	return min(replicaFetchWait, r.b.cfg.ReplicaLagMax/4)
+func (r *Follower) fetchWait() time.Duration {
+	return min(replicaFetchWait, r.opts.ReplicaLagMax/4)
 }
 
-func (r *replicator) fetchRequest(parts []followed) *kmsg.FetchRequest {
+func (r *Follower) fetchRequest(parts []followed) *kmsg.FetchRequest {
 	req := kmsg.NewPtrFetchRequest()
 	req.Version = 12
-	req.ReplicaID = r.b.cfg.NodeID
+	req.ReplicaID = r.opts.NodeID
 	req.MaxWaitMillis = int32(r.fetchWait() / time.Millisecond)
 	req.MinBytes = 1
 	req.MaxBytes = replicaFetchMaxBytes
@@ -320,7 +381,7 @@ func (r *replicator) fetchRequest(parts []followed) *kmsg.FetchRequest {
 
 // apply appends what the leader sent. It returns false when nothing
 // progressed because of errors, so the loop backs off.
-func (r *replicator) apply(parts []followed, resp *kmsg.FetchResponse, truncatedAt map[partKey]int32, log interface {
+func (r *Follower) apply(parts []followed, resp *kmsg.FetchResponse, truncatedAt map[partKey]int32, log interface {
 	Warn(string, ...any)
 }) bool {
 	byKey := map[string]map[int32]followed{}
@@ -397,13 +458,4 @@ func (r *replicator) apply(parts []followed, resp *kmsg.FetchResponse, truncated
 	}
 	wg.Wait()
 	return progressed || len(resp.Topics) == 0
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

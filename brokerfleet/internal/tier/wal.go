@@ -1,0 +1,199 @@
+package tier
+
+// Object durability: the WAL flusher of "object" topics, and the sweep of
+// WAL objects nothing references.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/stratamq/strata/brokerfleet/internal/topic"
+	"github.com/stratamq/strata/pkg/clock"
+	"github.com/stratamq/strata/pkg/metastore"
+	"github.com/stratamq/strata/pkg/objstore"
+	"github.com/stratamq/strata/pkg/segment"
+)
+
+// maxWALEntries bounds the WAL entries of a manifest: at this many, the
+// partition's active segment is rolled so an upload replaces them.
+const maxWALEntries = 64
+
+func walEntries(man metastore.Manifest) int {
+	n := 0
+	for _, s := range man.Segments {
+		if IsWAL(s) {
+			n++
+		}
+	}
+	return n
+}
+
+// walMaxBytes bounds one partition's share of a WAL object.
+const walMaxBytes = 8 << 20
+
+// KickWAL asks for a flush of "object" durability partitions.
+func (tg *Manager) KickWAL() {
+	select {
+	case tg.walKick <- struct{}{}:
+	default:
+	}
+}
+
+// runWAL makes the batches of "object" durability partitions durable in
+// S3: it writes what they appended since the last flush into one shared
+// object, references each share from its partition's manifest, and only
+// then lets their high watermark (and acks=all) pass it. A flush starts
+// as soon as a batch arrives, but at most one per ObjectFlushInterval (the
+// PUT-rate cap); batches arriving meanwhile share the next one (group
+// commit).
+func (tg *Manager) runWAL() {
+	defer tg.wg.Done()
+	t := tg.clock.NewTicker(tg.opts.FlushInterval)
+	defer t.Stop()
+	var last time.Time
+	for {
+		select {
+		case <-tg.ctx.Done():
+			return
+		case <-t.C():
+		case <-tg.walKick:
+		}
+		if wait := tg.opts.FlushInterval - clock.Since(tg.clock, last); wait > 0 {
+			clock.Sleep(tg.ctx, tg.clock, wait)
+		}
+		last = tg.clock.Now()
+		if err := tg.flushWAL(); err != nil && tg.ctx.Err() == nil {
+			tg.log.Warn("object durability flush", "err", err)
+		}
+	}
+}
+
+func (tg *Manager) flushWAL() error {
+	if !tg.cat.LeaseValid() {
+		return nil
+	}
+	type pending struct {
+		lp ledPartition
+		st *tierState
+	}
+	var parts []WALPart
+	var owners []pending
+	for _, lp := range tg.led(true) { // 20 times a second: only object-durability topics
+		if !lp.cfg.object {
+			continue
+		}
+		st, man, ok := tg.current(lp.key, lp.p)
+		if !ok {
+			continue
+		}
+		tg.mu.Lock()
+		fenced := st.fenced
+		tg.mu.Unlock()
+		if fenced {
+			continue
+		}
+		from := End(man)
+		if lp.p.LogEndOffset() <= from {
+			continue
+		}
+		data, err := lp.p.ReadUncommitted(nil, from, walMaxBytes)
+		if err != nil || len(data) == 0 {
+			continue
+		}
+		part := WALPart{ID: lp.key.id, Partition: lp.key.partition, LeaderEpoch: st.epoch, Man: man, Batches: data, Base: from, MaxTS: -1}
+		_ = segment.Split(data, func(h segment.Header, _ []byte) error {
+			part.Next = h.LastOffset() + 1
+			part.MaxTS = max(part.MaxTS, h.MaxTimestamp)
+			return nil
+		})
+		parts = append(parts, part)
+		owners = append(owners, pending{lp, st})
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	tg.mu.Lock()
+	tg.walSeq++
+	key := WALKey(tg.opts.NodeID, tg.opts.Incarnation, tg.walSeq)
+	tg.mu.Unlock()
+	ctx, cancel := context.WithTimeout(tg.ctx, time.Minute)
+	defer cancel()
+	mans, errs, err := tg.t.PutWAL(ctx, key, parts)
+	if err != nil {
+		return err
+	}
+	tg.mu.Lock()
+	for i := range parts {
+		if errs[i] == nil {
+			tg.walRefs[key]++
+		}
+	}
+	tg.mu.Unlock()
+	var failed []error
+	for i, o := range owners {
+		if errs[i] != nil {
+			tg.setManifest(o.lp.key, o.st, mans[i], errors.Is(errs[i], ErrFenced))
+			failed = append(failed, errs[i])
+			continue
+		}
+		tg.setManifest(o.lp.key, o.st, mans[i], false)
+		o.lp.p.SetObjectDurable(parts[i].Next)
+	}
+	return errors.Join(failed...)
+}
+
+// sweepWAL deletes this broker's WAL objects that no manifest of an
+// "object" durability topic references and that are older than the orphan
+// grace (the in-memory reference counts delete most of them sooner).
+func (tg *Manager) sweepWAL(ctx context.Context) error {
+	objs, err := tg.opts.Objects.List(ctx, fmt.Sprintf("wal/%d/", tg.opts.NodeID))
+	if err != nil {
+		return err
+	}
+	// A WAL object is referenced right after it is written or never (a
+	// failed reference is not retried under the same key), so one older
+	// than the grace period that no manifest references is garbage: left
+	// by an earlier incarnation, or by partitions whose leadership moved.
+	cutoff := tg.clock.Now().Add(-tg.opts.OrphanGrace)
+	var old []objstore.ObjectInfo
+	for _, o := range objs {
+		if o.LastModified.Before(cutoff) {
+			old = append(old, o)
+		}
+	}
+	if len(old) == 0 {
+		return nil
+	}
+	referenced := map[string]bool{}
+	topics, err := tg.meta.Topics(ctx)
+	if err != nil {
+		return err
+	}
+	for _, t := range topics {
+		cfg, err := tg.opts.Defaults.Resolve(t.Configs)
+		if err != nil || cfg.Durability != topic.DurabilityObject {
+			continue
+		}
+		for p := int32(0); p < t.Partitions; p++ {
+			man, err := tg.meta.Manifest(ctx, t.ID, p)
+			if err != nil {
+				return err
+			}
+			for obj := range WALObjects(man) {
+				referenced[obj] = true
+			}
+		}
+	}
+	for _, o := range old {
+		if referenced[o.Key] {
+			continue
+		}
+		if err := tg.opts.Objects.Delete(ctx, o.Key); err != nil {
+			return err
+		}
+		tg.log.Info("collected WAL object of an earlier incarnation", "object", o.Key)
+	}
+	return nil
+}
