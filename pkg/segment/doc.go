@@ -2,7 +2,11 @@
 // hold Kafka RecordBatch v2 bytes verbatim, with a sparse offset index and a
 // sparse time index per segment, crash recovery, retention and truncation.
 // All I/O goes through the small FS interface, implemented by OS (the real
-// filesystem) and MemFS (in memory, able to simulate a crash).
+// filesystem) and MemFS (in memory, able to simulate a crash). Wrap puts an
+// Injector in front of any FS to fail chosen operations on chosen files
+// (Fail, FailApplied, ShortWrite over predicates such as OnOps, PathMatch,
+// And and Nth, armed at runtime through a Switch); the fault tests use it
+// to fail every write, fsync, rename and remove the log performs.
 //
 // # On-disk layout
 //
