@@ -292,15 +292,22 @@ func (l *Log) removeIndexFiles(s *segment) error {
 	return errors.Join(errs...)
 }
 
-// removeSegments closes and deletes the files of segs, in order.
+// removeSegments closes and deletes the files of segs, in order. It stops
+// deleting at the first log file it cannot delete, so the log files left
+// are still contiguous with the segments after segs: a gap would make Open
+// drop every segment after it. Open deletes the ones left once they lie
+// below the start offset.
 func (l *Log) removeSegments(segs []*segment) error {
 	var errs []error
 	for _, s := range segs {
 		if err := s.file.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close segment %d: %w", s.base, err))
 		}
+	}
+	for _, s := range segs {
 		if err := l.fs.Remove(s.path(l.dir, logSuffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("remove segment %d: %w", s.base, err))
+			break
 		}
 		if err := l.removeIndexFiles(s); err != nil {
 			errs = append(errs, fmt.Errorf("remove segment %d: %w", s.base, err))

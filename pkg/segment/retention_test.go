@@ -299,3 +299,35 @@ func TestOpenSegmentOutlivesDeletion(t *testing.T) {
 		require.NoError(t, l.Close())
 	}
 }
+
+// TestRetentionRemoveFailureKeepsLog fails the deletion of the oldest
+// segment file during retention: the segments that retention deletes after
+// it must not leave a gap, which would make Open drop the rest of the log.
+func TestRetentionRemoveFailureKeepsLog(t *testing.T) {
+	m := NewMemFS()
+	sw := NewSwitch(Fail(Once(And(OnOps(OpRemove), PathMatch("*.log")))))
+	o := Options{FS: Wrap(m, sw), Dir: "d", SegmentBytes: 300}
+	l := openLog(t, o)
+	var bs []testBatch
+	for i := range 9 {
+		b := makeBatch(int64(i), 1, 0, 0, 32)
+		bs = append(bs, testBatch{base: int64(i), last: int64(i), data: b})
+		require.NoError(t, l.Append(b))
+	}
+	require.Len(t, l.Segments(), 3)
+
+	sw.Arm()
+	_, err := l.ApplyRetention(0, 250) // deletes [0,3) and [3,6)
+	require.ErrorIs(t, err, ErrInjected)
+	sw.Disarm()
+	require.Equal(t, int64(6), l.StartOffset(), "persisted before the deletion")
+	require.Equal(t, concat(bs[6:]), readAll(t, l))
+	require.NoError(t, l.Close())
+
+	l = openLog(t, o)
+	require.Equal(t, int64(6), l.StartOffset())
+	require.Equal(t, int64(9), l.NextOffset())
+	require.Equal(t, concat(bs[6:]), readAll(t, l))
+	require.Len(t, l.Segments(), 1, "Open deleted the segment left below the start offset")
+	require.NoError(t, l.Close())
+}
