@@ -156,6 +156,9 @@ func (l *Log) TruncateTo(offset int64) error {
 	// Nothing changed yet. From here on, a crash leaves a contiguous prefix
 	// of the old log: later segments go newest first, then the index files
 	// of s (which describe the bytes being cut), then the cut itself.
+	// The flushed offset is lowered first: if a step fails, NextOffset may
+	// already be lower, and appends there are not durable.
+	l.flush.lower(offset)
 	if err := l.dropFrom(k + 1); err != nil {
 		return fmt.Errorf("segment: truncate to %d: %w", offset, err)
 	}
@@ -176,7 +179,6 @@ func (l *Log) TruncateTo(offset int64) error {
 	if !wasActive {
 		s.created = l.now() // reopened for appends: its segment.ms age restarts
 	}
-	l.flush.lower(offset)
 	if err := l.writeCheckpoint(false); err != nil {
 		return fmt.Errorf("segment: truncate to %d: %w", offset, err)
 	}

@@ -331,3 +331,43 @@ func TestRetentionRemoveFailureKeepsLog(t *testing.T) {
 	require.Len(t, l.Segments(), 1, "Open deleted the segment left below the start offset")
 	require.NoError(t, l.Close())
 }
+
+// threeSegments appends batches 0-8 of 32-byte values over a log with
+// 300-byte segments: [0,3) [3,6) [6,9), the last one active.
+func threeSegments(t *testing.T, l *Log) []testBatch {
+	t.Helper()
+	var bs []testBatch
+	for i := range 9 {
+		b := makeBatch(int64(i), 1, 0, 0, 32)
+		bs = append(bs, testBatch{base: int64(i), last: int64(i), data: b})
+		require.NoError(t, l.Append(b))
+	}
+	require.Len(t, l.Segments(), 3)
+	return bs
+}
+
+// TestTruncateToFailureLowersFlushed fails TruncateTo while it deletes the
+// later segments: NextOffset drops, and a Flush of what is appended there
+// must sync it rather than trust the old flushed offset.
+func TestTruncateToFailureLowersFlushed(t *testing.T) {
+	m := NewMemFS()
+	sw := NewSwitch(Fail(Once(And(OnOps(OpRemove), PathMatch("*.log")))))
+	o := Options{FS: Wrap(m, sw), Dir: "d", SegmentBytes: 300}
+	l := openLog(t, o)
+	bs := threeSegments(t, l)
+	require.NoError(t, l.Flush(9))
+
+	sw.Arm()
+	require.ErrorIs(t, l.TruncateTo(1), ErrInjected) // fails deleting [6,9)
+	sw.Disarm()
+	require.Equal(t, int64(3), l.NextOffset(), "[3,6) and [6,9) are gone from memory")
+	require.LessOrEqual(t, l.FlushedOffset(), l.NextOffset())
+
+	b := makeBatch(3, 1, 0, 0, 5)
+	require.NoError(t, l.Append(b))
+	require.NoError(t, l.Flush(4))
+	l2 := openLog(t, Options{FS: m.Crash(0), Dir: "d", SegmentBytes: 300})
+	require.Equal(t, int64(4), l2.NextOffset(), "a flushed batch was lost")
+	require.Equal(t, append(concat(bs[:3]), b...), readAll(t, l2))
+	require.NoError(t, l2.Close())
+}
