@@ -165,6 +165,12 @@ func (l *Log) TruncateTo(offset int64) error {
 	if err := l.removeIndexFiles(s); err != nil {
 		return fmt.Errorf("segment: truncate to %d: %w", offset, err)
 	}
+	// Memory follows the cut even if it fails: the log refuses writes then,
+	// and reads must not reach for bytes the file may no longer hold.
+	s.idx, s.size, s.next = idx, pos, offset
+	if !wasActive {
+		s.created = l.now() // reopened for appends: its segment.ms age restarts
+	}
 	if err := s.file.Truncate(pos); err != nil {
 		err = fmt.Errorf("truncate segment %d to %d: %w", s.base, pos, err)
 		l.fail(err)
@@ -174,10 +180,6 @@ func (l *Log) TruncateTo(offset int64) error {
 		err = fmt.Errorf("sync segment %d: %w", s.base, err)
 		l.fail(err)
 		return fmt.Errorf("segment: truncate to %d: %w", offset, err)
-	}
-	s.idx, s.size, s.next = idx, pos, offset
-	if !wasActive {
-		s.created = l.now() // reopened for appends: its segment.ms age restarts
 	}
 	if err := l.writeCheckpoint(false); err != nil {
 		return fmt.Errorf("segment: truncate to %d: %w", offset, err)

@@ -371,3 +371,30 @@ func TestTruncateToFailureLowersFlushed(t *testing.T) {
 	require.Equal(t, append(concat(bs[:3]), b...), readAll(t, l2))
 	require.NoError(t, l2.Close())
 }
+
+// TestTruncateToSyncFailureKeepsReads fails the fsync after TruncateTo cut
+// the file: the log refuses writes, but reads must match the cut file.
+func TestTruncateToSyncFailureKeepsReads(t *testing.T) {
+	for _, inj := range []Injector{
+		Fail(Once(And(OnOps(OpSync), PathMatch("*.log")))),
+		FailApplied(Once(And(OnOps(OpTruncate), PathMatch("*.log")))),
+	} {
+		m := NewMemFS()
+		sw := NewSwitch(inj)
+		o := Options{FS: Wrap(m, sw), Dir: "d", SegmentBytes: 300}
+		l := openLog(t, o)
+		bs := threeSegments(t, l)
+
+		sw.Arm()
+		require.ErrorIs(t, l.TruncateTo(4), ErrInjected)
+		sw.Disarm()
+		require.Equal(t, int64(4), l.NextOffset())
+		require.Equal(t, concat(bs[:4]), readAll(t, l))
+		require.ErrorIs(t, l.Append(makeBatch(4, 1, 0, 0, 0)), ErrInjected, "refuses writes")
+		require.NoError(t, l.Close())
+
+		l = openLog(t, o)
+		require.Equal(t, concat(bs[:4]), readAll(t, l))
+		require.NoError(t, l.Close())
+	}
+}
