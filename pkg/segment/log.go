@@ -298,12 +298,24 @@ func (l *Log) removeIndexFiles(s *segment) error {
 // drop every segment after it. Open deletes the ones left once they lie
 // below the start offset.
 func (l *Log) removeSegments(segs []*segment) error {
+	return errors.Join(closeSegments(segs), l.removeSegmentFiles(segs))
+}
+
+// closeSegments closes the files of segs.
+func closeSegments(segs []*segment) error {
 	var errs []error
 	for _, s := range segs {
 		if err := s.file.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close segment %d: %w", s.base, err))
 		}
 	}
+	return errors.Join(errs...)
+}
+
+// removeSegmentFiles deletes the files of segs, in order, up to the first
+// log file it cannot delete (see removeSegments). Open handles stay usable.
+func (l *Log) removeSegmentFiles(segs []*segment) error {
+	var errs []error
 	for _, s := range segs {
 		if err := l.fs.Remove(s.path(l.dir, logSuffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("remove segment %d: %w", s.base, err))
@@ -601,15 +613,7 @@ func (l *Log) closeClean() error {
 	return l.writeCheckpoint(true)
 }
 
-func (l *Log) closeFiles() error {
-	var errs []error
-	for _, s := range l.segs {
-		if err := s.file.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close segment %d: %w", s.base, err))
-		}
-	}
-	return errors.Join(errs...)
-}
+func (l *Log) closeFiles() error { return closeSegments(l.segs) }
 
 // Remove closes the log without flushing and deletes its directory, as for
 // a deleted topic.

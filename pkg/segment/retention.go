@@ -241,9 +241,12 @@ func (l *Log) ResetTo(offset int64) error {
 		l.start = offset
 		return l.writeCheckpoint(false)
 	}
+	// The old segments stay open until the new one exists: if a step fails,
+	// the log refuses writes but reads still see the old batches (deleted
+	// files stay readable through open handles), and reopening recovers
+	// from what is left.
 	doomed := l.segs
-	l.segs = nil
-	if err := l.removeSegments(doomed); err != nil {
+	if err := l.removeSegmentFiles(doomed); err != nil {
 		l.fail(err)
 		return fmt.Errorf("segment: reset to %d: %w", offset, err)
 	}
@@ -252,6 +255,7 @@ func (l *Log) ResetTo(offset int64) error {
 		l.fail(err)
 		return fmt.Errorf("segment: reset to %d: %w", offset, err)
 	}
+	_ = closeSegments(doomed) // their files are deleted: nothing is lost
 	l.segs = []*segment{s}
 	l.start = offset
 	l.flush.lower(offset)

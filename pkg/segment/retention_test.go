@@ -398,3 +398,43 @@ func TestTruncateToSyncFailureKeepsReads(t *testing.T) {
 		require.NoError(t, l.Close())
 	}
 }
+
+// TestResetToFailureKeepsReads fails ResetTo while it deletes the old
+// segments and while it creates the new one: the log must refuse writes
+// but keep serving reads (it used to panic with no segment left), and
+// reopen to a consistent log that ResetTo can then reset.
+func TestResetToFailureKeepsReads(t *testing.T) {
+	tests := []struct {
+		name string
+		inj  Injector
+		want func(bs []testBatch) []byte // after reopening
+	}{
+		{"remove", Fail(Once(And(OnOps(OpRemove), PathMatch("*.log")))), concat},
+		{"create", Fail(And(OnOps(OpCreate), PathMatch("*.log"))), func([]testBatch) []byte { return nil }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := NewMemFS()
+			sw := NewSwitch(tt.inj)
+			o := Options{FS: Wrap(m, sw), Dir: "d", SegmentBytes: 300}
+			l := openLog(t, o)
+			bs := threeSegments(t, l)
+
+			sw.Arm()
+			require.ErrorIs(t, l.ResetTo(20), ErrInjected)
+			sw.Disarm()
+			require.Equal(t, int64(9), l.NextOffset())
+			require.Equal(t, concat(bs), readAll(t, l))
+			require.Len(t, l.Segments(), 3)
+			require.ErrorIs(t, l.Append(makeBatch(9, 1, 0, 0, 0)), ErrInjected, "refuses writes")
+			require.ErrorIs(t, l.ResetTo(20), ErrInjected, "refuses to reset")
+			require.NoError(t, l.Close())
+
+			l = openLog(t, o)
+			require.Equal(t, tt.want(bs), readAll(t, l))
+			require.NoError(t, l.ResetTo(20))
+			require.Equal(t, int64(20), l.NextOffset())
+			require.NoError(t, l.Close())
+		})
+	}
+}
