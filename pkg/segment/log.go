@@ -262,11 +262,17 @@ func (l *Log) roll() error {
 }
 
 // createSegment creates an empty segment file at base. The file must not
-// exist: stale bytes in it could pass for batches after a crash.
+// exist: stale bytes in it could pass for batches after a crash. If the
+// create fails, the file is removed as far as possible: it can exist all
+// the same (OS creates it before the fsync of the directory fails), and
+// no segment of the log is ever at base when this is called, so a later
+// attempt must not fail for it.
 func (l *Log) createSegment(base int64) (*segment, error) {
 	s := &segment{base: base, next: base, idx: newSegIndex()}
-	f, err := l.fs.OpenFile(s.path(l.dir, logSuffix), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
+	name := s.path(l.dir, logSuffix)
+	f, err := l.fs.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
 	if err != nil {
+		_ = l.fs.Remove(name)
 		return nil, fmt.Errorf("create segment %d: %w", base, err)
 	}
 	s.file = f

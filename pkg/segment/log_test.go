@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -450,5 +451,30 @@ func TestConcurrentReadWrite(t *testing.T) {
 	}
 	close(done)
 	wg.Wait()
+	require.NoError(t, l.Close())
+}
+
+// TestRollCreateFailure fails the creation of the new segment file during
+// a roll after the file was made (as OS does when the fsync of the
+// directory fails): a later roll must work, not fail on the file left.
+func TestRollCreateFailure(t *testing.T) {
+	m := NewMemFS()
+	sw := NewSwitch(FailApplied(Once(And(OnOps(OpCreate), PathMatch("*.log")))))
+	o := Options{FS: Wrap(m, sw), Dir: "d"}
+	l := openLog(t, o)
+	b0, b1 := makeBatch(0, 1, 0, 0, 10), makeBatch(1, 1, 0, 0, 10)
+	require.NoError(t, l.Append(b0))
+
+	sw.Arm()
+	require.ErrorIs(t, l.Roll(), ErrInjected)
+	sw.Disarm()
+	require.Len(t, l.Segments(), 1)
+	require.NoError(t, l.Roll())
+	require.Len(t, l.Segments(), 2)
+	require.NoError(t, l.Append(b1))
+	require.NoError(t, l.Close())
+
+	l = openLog(t, o)
+	require.Equal(t, append(slices.Clone(b0), b1...), readAll(t, l))
 	require.NoError(t, l.Close())
 }
