@@ -262,15 +262,22 @@ func (l *Log) roll() error {
 }
 
 // createSegment creates an empty segment file at base. The file must not
-// exist: stale bytes in it could pass for batches after a crash. If the
-// create fails, the file is removed as far as possible: it can exist all
-// the same (OS creates it before the fsync of the directory fails), and
-// no segment of the log is ever at base when this is called, so a later
-// attempt must not fail for it.
+// exist: stale bytes in it could pass for batches after a crash. No
+// segment of the log is at base when this is called, so a file found
+// there is a leftover (of a failed create, or of a deletion that failed in
+// TruncateTo) and is replaced. If the create fails, the file is removed as
+// far as possible: it can exist all the same (OS creates it before the
+// fsync of the directory fails).
 func (l *Log) createSegment(base int64) (*segment, error) {
 	s := &segment{base: base, next: base, idx: newSegIndex()}
 	name := s.path(l.dir, logSuffix)
-	f, err := l.fs.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
+	const flag = os.O_CREATE | os.O_EXCL | os.O_RDWR
+	f, err := l.fs.OpenFile(name, flag, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		if err = l.fs.Remove(name); err == nil {
+			f, err = l.fs.OpenFile(name, flag, 0o644)
+		}
+	}
 	if err != nil {
 		_ = l.fs.Remove(name)
 		return nil, fmt.Errorf("create segment %d: %w", base, err)

@@ -438,3 +438,33 @@ func TestResetToFailureKeepsReads(t *testing.T) {
 		})
 	}
 }
+
+// TestTruncateToLeftoverSegmentFile fails the deletion of a later segment
+// file in TruncateTo, which leaves that file where the next roll creates
+// its segment: the roll must replace it, and its batches must not return.
+func TestTruncateToLeftoverSegmentFile(t *testing.T) {
+	m := NewMemFS()
+	sw := NewSwitch(Fail(And(OnOps(OpRemove), PathMatch("00000000000000000003.log"))))
+	o := Options{FS: Wrap(m, sw), Dir: "d", SegmentBytes: 300}
+	l := openLog(t, o)
+	bs := threeSegments(t, l)
+
+	sw.Arm()
+	require.ErrorIs(t, l.TruncateTo(1), ErrInjected) // deletes [6,9), fails on [3,6)
+	sw.Disarm()
+	require.Equal(t, int64(3), l.NextOffset())
+	b := makeBatch(3, 1, 0, 0, 50) // rolls: [0,3) is full
+	require.NoError(t, l.Append(b))
+	require.Len(t, l.Segments(), 2)
+	require.NoError(t, l.Flush(4))
+	want := append(concat(bs[:3]), b...)
+	require.Equal(t, want, readAll(t, l))
+
+	l2 := openLog(t, Options{FS: m.Crash(0), Dir: "d", SegmentBytes: 300})
+	require.Equal(t, want, readAll(t, l2))
+	require.NoError(t, l2.Close())
+	require.NoError(t, l.Close())
+	l = openLog(t, o)
+	require.Equal(t, want, readAll(t, l))
+	require.NoError(t, l.Close())
+}
