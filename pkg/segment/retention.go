@@ -245,6 +245,8 @@ func (l *Log) ResetTo(offset int64) error {
 	// the log refuses writes but reads still see the old batches (deleted
 	// files stay readable through open handles), and reopening recovers
 	// from what is left.
+	// None of the old batches counts as durable any more.
+	l.flush.lower(l.start)
 	doomed := l.segs
 	if err := l.removeSegmentFiles(doomed); err != nil {
 		l.fail(err)

@@ -428,6 +428,10 @@ func TestResetToFailureKeepsReads(t *testing.T) {
 			require.Len(t, l.Segments(), 3)
 			require.ErrorIs(t, l.Append(makeBatch(9, 1, 0, 0, 0)), ErrInjected, "refuses writes")
 			require.ErrorIs(t, l.ResetTo(20), ErrInjected, "refuses to reset")
+			// What it reports flushed survives a crash.
+			crashed := openLog(t, Options{FS: m.Crash(0), Dir: "d", SegmentBytes: 300})
+			require.GreaterOrEqual(t, crashed.NextOffset(), l.FlushedOffset())
+			require.NoError(t, crashed.Close())
 			require.NoError(t, l.Close())
 
 			l = openLog(t, o)
