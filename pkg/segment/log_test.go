@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -456,25 +455,36 @@ func TestConcurrentReadWrite(t *testing.T) {
 
 // TestRollCreateFailure fails the creation of the new segment file during
 // a roll after the file was made (as OS does when the fsync of the
-// directory fails): a later roll must work, not fail on the file left.
+// directory fails). The file must not stay: later rolls must work, and a
+// segment file between two others would make Open drop the segments after
+// it.
 func TestRollCreateFailure(t *testing.T) {
 	m := NewMemFS()
 	sw := NewSwitch(FailApplied(Once(And(OnOps(OpCreate), PathMatch("*.log")))))
 	o := Options{FS: Wrap(m, sw), Dir: "d"}
 	l := openLog(t, o)
-	b0, b1 := makeBatch(0, 1, 0, 0, 10), makeBatch(1, 1, 0, 0, 10)
-	require.NoError(t, l.Append(b0))
+	var want []byte
+	appendOne := func() {
+		b := makeBatch(l.NextOffset(), 1, 0, 0, 10)
+		require.NoError(t, l.Append(b))
+		want = append(want, b...)
+	}
+	appendOne()
 
 	sw.Arm()
 	require.ErrorIs(t, l.Roll(), ErrInjected)
 	sw.Disarm()
 	require.Len(t, l.Segments(), 1)
+	appendOne() // into the same segment, past the failed segment's base
 	require.NoError(t, l.Roll())
 	require.Len(t, l.Segments(), 2)
-	require.NoError(t, l.Append(b1))
+	appendOne()
+	require.NoError(t, l.Flush(l.NextOffset()))
 	require.NoError(t, l.Close())
 
-	l = openLog(t, o)
-	require.Equal(t, append(slices.Clone(b0), b1...), readAll(t, l))
-	require.NoError(t, l.Close())
+	for _, fsys := range []FS{m, m.Crash(0)} {
+		l = openLog(t, Options{FS: fsys, Dir: "d"})
+		require.Equal(t, want, readAll(t, l))
+		require.NoError(t, l.Close())
+	}
 }
