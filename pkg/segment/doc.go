@@ -86,7 +86,13 @@
 //   - A crash at any point leaves files from which Open recovers a prefix of
 //     the log that contains every flushed batch (except after TruncateTo,
 //     which removes batches on purpose).
-//   - A failed fsync (or a failed undo of a partial write) makes the Log
-//     refuse further writes and flushes, because memory may no longer match
-//     the files; reads keep working and reopening recovers.
+//   - A failed fsync or truncate of a segment file (including the undo of
+//     a partial write), or a ResetTo that could not replace the segments,
+//     makes the Log refuse further writes and flushes, because memory may
+//     no longer match the files; reads keep working and reopening
+//     recovers. After any other failed operation the Log keeps working.
+//   - Segment files are deleted oldest first (newest first when
+//     truncating); retention and DeleteTo stop at the first they cannot
+//     delete, so the files left stay contiguous, and Open deletes those
+//     below the start offset.
 package segment
