@@ -308,13 +308,7 @@ func TestRetentionRemoveFailureKeepsLog(t *testing.T) {
 	sw := NewSwitch(Fail(Once(And(OnOps(OpRemove), PathMatch("*.log")))))
 	o := Options{FS: Wrap(m, sw), Dir: "d", SegmentBytes: 300}
 	l := openLog(t, o)
-	var bs []testBatch
-	for i := range 9 {
-		b := makeBatch(int64(i), 1, 0, 0, 32)
-		bs = append(bs, testBatch{base: int64(i), last: int64(i), data: b})
-		require.NoError(t, l.Append(b))
-	}
-	require.Len(t, l.Segments(), 3)
+	bs := threeSegments(t, l)
 
 	sw.Arm()
 	_, err := l.ApplyRetention(0, 250) // deletes [0,3) and [3,6)
