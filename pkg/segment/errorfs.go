@@ -49,8 +49,8 @@ func (k OpKind) String() string {
 }
 
 // Mutates reports whether operations of kind k change the filesystem.
-// OpOpen does not count, although os.O_TRUNC makes it change a file; the
-// log never opens with O_TRUNC but through OpCreate.
+// OpOpen does not count, although os.O_TRUNC without os.O_CREATE would
+// change a file; the log passes O_TRUNC only with O_CREATE (OpCreate).
 func (k OpKind) Mutates() bool {
 	switch k {
 	case OpCreate, OpWrite, OpSync, OpTruncate, OpRename, OpRemove, OpRemoveAll, OpMkdirAll:
