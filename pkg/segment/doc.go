@@ -2,7 +2,11 @@
 // hold Kafka RecordBatch v2 bytes verbatim, with a sparse offset index and a
 // sparse time index per segment, crash recovery, retention and truncation.
 // All I/O goes through the small FS interface, implemented by OS (the real
-// filesystem) and MemFS (in memory, able to simulate a crash).
+// filesystem) and MemFS (in memory, able to simulate a crash). Wrap puts an
+// Injector in front of any FS to fail chosen operations on chosen files
+// (Fail, FailApplied, ShortWrite over predicates such as OnOps, PathMatch,
+// And and Nth, armed at runtime through a Switch); the fault tests use it
+// to fail every write, fsync, rename and remove the log performs.
 //
 // # On-disk layout
 //
@@ -82,7 +86,13 @@
 //   - A crash at any point leaves files from which Open recovers a prefix of
 //     the log that contains every flushed batch (except after TruncateTo,
 //     which removes batches on purpose).
-//   - A failed fsync (or a failed undo of a partial write) makes the Log
-//     refuse further writes and flushes, because memory may no longer match
-//     the files; reads keep working and reopening recovers.
+//   - A failed fsync or truncate of a segment file (including the undo of
+//     a partial write), or a ResetTo that could not replace the segments,
+//     makes the Log refuse further writes and flushes, because memory may
+//     no longer match the files; reads keep working and reopening
+//     recovers. After any other failed operation the Log keeps working.
+//   - Segment files are deleted oldest first (newest first when
+//     truncating); retention and DeleteTo stop at the first they cannot
+//     delete, so the files left stay contiguous, and Open deletes those
+//     below the start offset.
 package segment

@@ -262,11 +262,24 @@ func (l *Log) roll() error {
 }
 
 // createSegment creates an empty segment file at base. The file must not
-// exist: stale bytes in it could pass for batches after a crash.
+// exist: stale bytes in it could pass for batches after a crash. No
+// segment of the log is at base when this is called, so a file found
+// there is a leftover (of a failed create, or of a deletion that failed in
+// TruncateTo) and is replaced. If the create fails, the file is removed as
+// far as possible: it can exist all the same (OS creates it before the
+// fsync of the directory fails).
 func (l *Log) createSegment(base int64) (*segment, error) {
 	s := &segment{base: base, next: base, idx: newSegIndex()}
-	f, err := l.fs.OpenFile(s.path(l.dir, logSuffix), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
+	name := s.path(l.dir, logSuffix)
+	const flag = os.O_CREATE | os.O_EXCL | os.O_RDWR
+	f, err := l.fs.OpenFile(name, flag, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		if err = l.fs.Remove(name); err == nil {
+			f, err = l.fs.OpenFile(name, flag, 0o644)
+		}
+	}
 	if err != nil {
+		_ = l.fs.Remove(name)
 		return nil, fmt.Errorf("create segment %d: %w", base, err)
 	}
 	s.file = f
@@ -292,15 +305,34 @@ func (l *Log) removeIndexFiles(s *segment) error {
 	return errors.Join(errs...)
 }
 
-// removeSegments closes and deletes the files of segs, in order.
+// removeSegments closes and deletes the files of segs, in order. It stops
+// deleting at the first log file it cannot delete, so the log files left
+// are still contiguous with the segments after segs: a gap would make Open
+// drop every segment after it. Open deletes the ones left once they lie
+// below the start offset.
 func (l *Log) removeSegments(segs []*segment) error {
+	return errors.Join(closeSegments(segs), l.removeSegmentFiles(segs))
+}
+
+// closeSegments closes the files of segs.
+func closeSegments(segs []*segment) error {
 	var errs []error
 	for _, s := range segs {
 		if err := s.file.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close segment %d: %w", s.base, err))
 		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeSegmentFiles deletes the files of segs, in order, up to the first
+// log file it cannot delete (see removeSegments). Open handles stay usable.
+func (l *Log) removeSegmentFiles(segs []*segment) error {
+	var errs []error
+	for _, s := range segs {
 		if err := l.fs.Remove(s.path(l.dir, logSuffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("remove segment %d: %w", s.base, err))
+			break
 		}
 		if err := l.removeIndexFiles(s); err != nil {
 			errs = append(errs, fmt.Errorf("remove segment %d: %w", s.base, err))
@@ -594,15 +626,7 @@ func (l *Log) closeClean() error {
 	return l.writeCheckpoint(true)
 }
 
-func (l *Log) closeFiles() error {
-	var errs []error
-	for _, s := range l.segs {
-		if err := s.file.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close segment %d: %w", s.base, err))
-		}
-	}
-	return errors.Join(errs...)
-}
+func (l *Log) closeFiles() error { return closeSegments(l.segs) }
 
 // Remove closes the log without flushing and deletes its directory, as for
 // a deleted topic.

@@ -452,3 +452,39 @@ func TestConcurrentReadWrite(t *testing.T) {
 	wg.Wait()
 	require.NoError(t, l.Close())
 }
+
+// TestRollCreateFailure fails the creation of the new segment file during
+// a roll after the file was made (as OS does when the fsync of the
+// directory fails). The file must not stay: later rolls must work, and a
+// segment file between two others would make Open drop the segments after
+// it.
+func TestRollCreateFailure(t *testing.T) {
+	m := NewMemFS()
+	sw := NewSwitch(FailApplied(Once(And(OnOps(OpCreate), PathMatch("*.log")))))
+	o := Options{FS: Wrap(m, sw), Dir: "d"}
+	l := openLog(t, o)
+	var want []byte
+	appendOne := func() {
+		b := makeBatch(l.NextOffset(), 1, 0, 0, 10)
+		require.NoError(t, l.Append(b))
+		want = append(want, b...)
+	}
+	appendOne()
+
+	sw.Arm()
+	require.ErrorIs(t, l.Roll(), ErrInjected)
+	sw.Disarm()
+	require.Len(t, l.Segments(), 1)
+	appendOne() // into the same segment, past the failed segment's base
+	require.NoError(t, l.Roll())
+	require.Len(t, l.Segments(), 2)
+	appendOne()
+	require.NoError(t, l.Flush(l.NextOffset()))
+	require.NoError(t, l.Close())
+
+	for _, fsys := range []FS{m, m.Crash(0)} {
+		l = openLog(t, Options{FS: fsys, Dir: "d"})
+		require.Equal(t, want, readAll(t, l))
+		require.NoError(t, l.Close())
+	}
+}

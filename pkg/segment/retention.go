@@ -156,11 +156,20 @@ func (l *Log) TruncateTo(offset int64) error {
 	// Nothing changed yet. From here on, a crash leaves a contiguous prefix
 	// of the old log: later segments go newest first, then the index files
 	// of s (which describe the bytes being cut), then the cut itself.
+	// The flushed offset is lowered first: if a step fails, NextOffset may
+	// already be lower, and appends there are not durable.
+	l.flush.lower(offset)
 	if err := l.dropFrom(k + 1); err != nil {
 		return fmt.Errorf("segment: truncate to %d: %w", offset, err)
 	}
 	if err := l.removeIndexFiles(s); err != nil {
 		return fmt.Errorf("segment: truncate to %d: %w", offset, err)
+	}
+	// Memory follows the cut even if it fails: the log refuses writes then,
+	// and reads must not reach for bytes the file may no longer hold.
+	s.idx, s.size, s.next = idx, pos, offset
+	if !wasActive {
+		s.created = l.now() // reopened for appends: its segment.ms age restarts
 	}
 	if err := s.file.Truncate(pos); err != nil {
 		err = fmt.Errorf("truncate segment %d to %d: %w", s.base, pos, err)
@@ -172,11 +181,6 @@ func (l *Log) TruncateTo(offset int64) error {
 		l.fail(err)
 		return fmt.Errorf("segment: truncate to %d: %w", offset, err)
 	}
-	s.idx, s.size, s.next = idx, pos, offset
-	if !wasActive {
-		s.created = l.now() // reopened for appends: its segment.ms age restarts
-	}
-	l.flush.lower(offset)
 	if err := l.writeCheckpoint(false); err != nil {
 		return fmt.Errorf("segment: truncate to %d: %w", offset, err)
 	}
@@ -237,9 +241,14 @@ func (l *Log) ResetTo(offset int64) error {
 		l.start = offset
 		return l.writeCheckpoint(false)
 	}
+	// The old segments stay open until the new one exists: if a step fails,
+	// the log refuses writes but reads still see the old batches (deleted
+	// files stay readable through open handles), and reopening recovers
+	// from what is left.
+	// None of the old batches counts as durable any more.
+	l.flush.lower(l.start)
 	doomed := l.segs
-	l.segs = nil
-	if err := l.removeSegments(doomed); err != nil {
+	if err := l.removeSegmentFiles(doomed); err != nil {
 		l.fail(err)
 		return fmt.Errorf("segment: reset to %d: %w", offset, err)
 	}
@@ -248,6 +257,7 @@ func (l *Log) ResetTo(offset int64) error {
 		l.fail(err)
 		return fmt.Errorf("segment: reset to %d: %w", offset, err)
 	}
+	_ = closeSegments(doomed) // their files are deleted: nothing is lost
 	l.segs = []*segment{s}
 	l.start = offset
 	l.flush.lower(offset)

@@ -299,3 +299,170 @@ func TestOpenSegmentOutlivesDeletion(t *testing.T) {
 		require.NoError(t, l.Close())
 	}
 }
+
+// TestRetentionRemoveFailureKeepsLog fails the deletion of the oldest
+// segment file during retention: the segments that retention deletes after
+// it must not leave a gap, which would make Open drop the rest of the log.
+func TestRetentionRemoveFailureKeepsLog(t *testing.T) {
+	m := NewMemFS()
+	sw := NewSwitch(Fail(Once(And(OnOps(OpRemove), PathMatch("*.log")))))
+	o := Options{FS: Wrap(m, sw), Dir: "d", SegmentBytes: 300}
+	l := openLog(t, o)
+	bs := threeSegments(t, l)
+
+	sw.Arm()
+	_, err := l.ApplyRetention(0, 250) // deletes [0,3) and [3,6)
+	require.ErrorIs(t, err, ErrInjected)
+	sw.Disarm()
+	require.Equal(t, int64(6), l.StartOffset(), "persisted before the deletion")
+	require.Equal(t, concat(bs[6:]), readAll(t, l))
+	require.NoError(t, l.Close())
+
+	l = openLog(t, o)
+	require.Equal(t, int64(6), l.StartOffset())
+	require.Equal(t, int64(9), l.NextOffset())
+	require.Equal(t, concat(bs[6:]), readAll(t, l))
+	require.Len(t, l.Segments(), 1, "Open deleted the segment left below the start offset")
+	require.NoError(t, l.Close())
+}
+
+// threeSegments appends batches 0-8 of 32-byte values over a log with
+// 300-byte segments: [0,3) [3,6) [6,9), the last one active.
+func threeSegments(t *testing.T, l *Log) []testBatch {
+	t.Helper()
+	var bs []testBatch
+	for i := range 9 {
+		b := makeBatch(int64(i), 1, 0, 0, 32)
+		bs = append(bs, testBatch{base: int64(i), last: int64(i), data: b})
+		require.NoError(t, l.Append(b))
+	}
+	require.Len(t, l.Segments(), 3)
+	return bs
+}
+
+// TestTruncateToFailureLowersFlushed fails TruncateTo while it deletes the
+// later segments: NextOffset drops, and a Flush of what is appended there
+// must sync it rather than trust the old flushed offset.
+func TestTruncateToFailureLowersFlushed(t *testing.T) {
+	m := NewMemFS()
+	sw := NewSwitch(Fail(Once(And(OnOps(OpRemove), PathMatch("*.log")))))
+	o := Options{FS: Wrap(m, sw), Dir: "d", SegmentBytes: 300}
+	l := openLog(t, o)
+	bs := threeSegments(t, l)
+	require.NoError(t, l.Flush(9))
+
+	sw.Arm()
+	require.ErrorIs(t, l.TruncateTo(1), ErrInjected) // fails deleting [6,9)
+	sw.Disarm()
+	require.Equal(t, int64(3), l.NextOffset(), "[3,6) and [6,9) are gone from memory")
+	require.LessOrEqual(t, l.FlushedOffset(), l.NextOffset())
+
+	b := makeBatch(3, 1, 0, 0, 5)
+	require.NoError(t, l.Append(b))
+	require.NoError(t, l.Flush(4))
+	l2 := openLog(t, Options{FS: m.Crash(0), Dir: "d", SegmentBytes: 300})
+	require.Equal(t, int64(4), l2.NextOffset(), "a flushed batch was lost")
+	require.Equal(t, append(concat(bs[:3]), b...), readAll(t, l2))
+	require.NoError(t, l2.Close())
+}
+
+// TestTruncateToSyncFailureKeepsReads fails the fsync after TruncateTo cut
+// the file: the log refuses writes, but reads must match the cut file.
+func TestTruncateToSyncFailureKeepsReads(t *testing.T) {
+	for _, inj := range []Injector{
+		Fail(Once(And(OnOps(OpSync), PathMatch("*.log")))),
+		FailApplied(Once(And(OnOps(OpTruncate), PathMatch("*.log")))),
+	} {
+		m := NewMemFS()
+		sw := NewSwitch(inj)
+		o := Options{FS: Wrap(m, sw), Dir: "d", SegmentBytes: 300}
+		l := openLog(t, o)
+		bs := threeSegments(t, l)
+
+		sw.Arm()
+		require.ErrorIs(t, l.TruncateTo(4), ErrInjected)
+		sw.Disarm()
+		require.Equal(t, int64(4), l.NextOffset())
+		require.Equal(t, concat(bs[:4]), readAll(t, l))
+		require.ErrorIs(t, l.Append(makeBatch(4, 1, 0, 0, 0)), ErrInjected, "refuses writes")
+		require.NoError(t, l.Close())
+
+		l = openLog(t, o)
+		require.Equal(t, concat(bs[:4]), readAll(t, l))
+		require.NoError(t, l.Close())
+	}
+}
+
+// TestResetToFailureKeepsReads fails ResetTo while it deletes the old
+// segments and while it creates the new one: the log must refuse writes
+// but keep serving reads (it used to panic with no segment left), and
+// reopen to a consistent log that ResetTo can then reset.
+func TestResetToFailureKeepsReads(t *testing.T) {
+	tests := []struct {
+		name string
+		inj  Injector
+		want func(bs []testBatch) []byte // after reopening
+	}{
+		{"remove", Fail(Once(And(OnOps(OpRemove), PathMatch("*.log")))), concat},
+		{"create", Fail(And(OnOps(OpCreate), PathMatch("*.log"))), func([]testBatch) []byte { return nil }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := NewMemFS()
+			sw := NewSwitch(tt.inj)
+			o := Options{FS: Wrap(m, sw), Dir: "d", SegmentBytes: 300}
+			l := openLog(t, o)
+			bs := threeSegments(t, l)
+
+			sw.Arm()
+			require.ErrorIs(t, l.ResetTo(20), ErrInjected)
+			sw.Disarm()
+			require.Equal(t, int64(9), l.NextOffset())
+			require.Equal(t, concat(bs), readAll(t, l))
+			require.Len(t, l.Segments(), 3)
+			require.ErrorIs(t, l.Append(makeBatch(9, 1, 0, 0, 0)), ErrInjected, "refuses writes")
+			require.ErrorIs(t, l.ResetTo(20), ErrInjected, "refuses to reset")
+			// What it reports flushed survives a crash.
+			crashed := openLog(t, Options{FS: m.Crash(0), Dir: "d", SegmentBytes: 300})
+			require.GreaterOrEqual(t, crashed.NextOffset(), l.FlushedOffset())
+			require.NoError(t, crashed.Close())
+			require.NoError(t, l.Close())
+
+			l = openLog(t, o)
+			require.Equal(t, tt.want(bs), readAll(t, l))
+			require.NoError(t, l.ResetTo(20))
+			require.Equal(t, int64(20), l.NextOffset())
+			require.NoError(t, l.Close())
+		})
+	}
+}
+
+// TestTruncateToLeftoverSegmentFile fails the deletion of a later segment
+// file in TruncateTo, which leaves that file where the next roll creates
+// its segment: the roll must replace it, and its batches must not return.
+func TestTruncateToLeftoverSegmentFile(t *testing.T) {
+	m := NewMemFS()
+	sw := NewSwitch(Fail(And(OnOps(OpRemove), PathMatch("00000000000000000003.log"))))
+	o := Options{FS: Wrap(m, sw), Dir: "d", SegmentBytes: 300}
+	l := openLog(t, o)
+	bs := threeSegments(t, l)
+
+	sw.Arm()
+	require.ErrorIs(t, l.TruncateTo(1), ErrInjected) // deletes [6,9), fails on [3,6)
+	sw.Disarm()
+	require.Equal(t, int64(3), l.NextOffset())
+	b := makeBatch(3, 1, 0, 0, 50) // rolls: [0,3) is full
+	require.NoError(t, l.Append(b))
+	require.Len(t, l.Segments(), 2)
+	require.NoError(t, l.Flush(4))
+	want := append(concat(bs[:3]), b...)
+	require.Equal(t, want, readAll(t, l))
+
+	l2 := openLog(t, Options{FS: m.Crash(0), Dir: "d", SegmentBytes: 300})
+	require.Equal(t, want, readAll(t, l2))
+	require.NoError(t, l2.Close())
+	require.NoError(t, l.Close())
+	l = openLog(t, o)
+	require.Equal(t, want, readAll(t, l))
+	require.NoError(t, l.Close())
+}
