@@ -97,7 +97,7 @@ type group struct {
 
 func newGroup(c *Coordinator, name string, shard int32) *group {
 	return &group{c: c, name: name, shard: shard, members: map[string]*member{}, statics: map[string]string{},
-		pending: map[string]time.Time{}, offsets: map[tp]metastore.Offset{}, lastUsed: time.Now()}
+		pending: map[string]time.Time{}, offsets: map[tp]metastore.Offset{}, lastUsed: c.clock.Now()}
 }
 
 func (g *group) load(ctx context.Context) error {
@@ -163,7 +163,7 @@ func (g *group) idleSince(now time.Time) time.Duration {
 }
 
 func (g *group) touch(m *member) {
-	now := time.Now()
+	now := g.c.clock.Now()
 	g.lastUsed = now
 	if m != nil {
 		m.deadline = now.Add(m.session)
@@ -196,7 +196,7 @@ func (g *group) maxRebalanceTimeout() time.Duration {
 
 // prepareRebalance starts collecting joins for the next generation.
 func (g *group) prepareRebalance(reason string) {
-	now := time.Now()
+	now := g.c.clock.Now()
 	if g.state == stateCompletingRebalance {
 		// The generation being formed is abandoned: members waiting for
 		// their assignment must rejoin.
@@ -397,7 +397,7 @@ func (g *group) answerJoin(m *member, resp *kmsg.JoinGroupResponse) {
 	// A parked member is alive however long it waited; its session
 	// restarts when it is answered (as Kafka's does when a join or sync
 	// completes), so it is not expired before it can send SyncGroup.
-	m.deadline = time.Now().Add(m.session)
+	m.deadline = g.c.clock.Now().Add(m.session)
 	m.join <- resp
 	m.join = nil
 }
@@ -406,7 +406,7 @@ func (g *group) answerSync(m *member, code int16, assignment []byte) {
 	if m.sync == nil {
 		return
 	}
-	m.deadline = time.Now().Add(m.session) // see answerJoin
+	m.deadline = g.c.clock.Now().Add(m.session) // see answerJoin
 	resp := kmsg.NewPtrSyncGroupResponse()
 	resp.ErrorCode = code
 	if code == 0 {

@@ -66,7 +66,7 @@ func (c *Coordinator) Join(ctx context.Context, req *kmsg.JoinGroupRequest, clie
 		return now(codeInconsistentProtocol, req.MemberID)
 	}
 	instance := deref(req.InstanceID)
-	t := time.Now()
+	t := c.clock.Now()
 	park := func(m *member) func() *kmsg.JoinGroupResponse {
 		if m.join != nil {
 			g.answerJoin(m, &kmsg.JoinGroupResponse{ErrorCode: codeRebalanceInProgress, MemberID: m.id, Generation: -1})
@@ -408,9 +408,9 @@ func (c *Coordinator) Leave(ctx context.Context, req *kmsg.LeaveGroupRequest) *k
 		resp.Members = append(resp.Members, rm)
 	}
 	if removed {
-		g.memberLeft(time.Now(), "members left")
+		g.memberLeft(c.clock.Now(), "members left")
 	} else {
-		g.maybeCompleteJoin(time.Now()) // a pending member id went away
+		g.maybeCompleteJoin(c.clock.Now()) // a pending member id went away
 	}
 	return resp
 }
