@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/stratamq/strata/pkg/clock"
 	"github.com/stratamq/strata/pkg/metastore"
 )
@@ -212,6 +214,17 @@ func (c *Coordinator) acquire(ctx context.Context, name string) (*group, int16) 
 		return g, 0
 	}
 	return nil, codeNotCoordinator
+}
+
+func validGroupID(name string) bool { return name != "" && len(name) <= maxGroupIDBytes }
+
+// enter checks a group id and returns the group locked and loaded, or the
+// error code to answer.
+func (c *Coordinator) enter(ctx context.Context, name string) (*group, int16) {
+	if !validGroupID(name) {
+		return nil, kerr.InvalidGroupID.Code
+	}
+	return c.acquire(ctx, name)
 }
 
 // run checks session, rebalance and sync deadlines.

@@ -489,3 +489,10 @@ func strPtr(s string) *string {
 	}
 	return &s
 }
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
