@@ -245,9 +245,15 @@ func (c *Coordinator) run() {
 			gs = append(gs, g)
 			// Forget idle groups with nothing in memory worth keeping:
 			// they are reloaded from the metastore on the next request.
-			if g.idleSince(c.clock.Now()) > 10*time.Minute {
-				delete(c.groups, name)
-				g.gone = true
+			// gone is set under g.mu, where a request that looked the
+			// group up before this reads it. TryLock, because c.mu is
+			// held (lock order): a group in use is not idle anyway.
+			if g.mu.TryLock() {
+				if g.idleSince(c.clock.Now()) > 10*time.Minute {
+					delete(c.groups, name)
+					g.gone = true
+				}
+				g.mu.Unlock()
 			}
 		}
 		c.mu.Unlock()

@@ -151,11 +151,9 @@ func (g *group) stateName() string {
 	return stateNames[g.state]
 }
 
+// idleSince returns how long the group has had nothing in memory worth
+// keeping (no members, no handed-out member ids). Holds g.mu.
 func (g *group) idleSince(now time.Time) time.Duration {
-	if !g.mu.TryLock() {
-		return 0
-	}
-	defer g.mu.Unlock()
 	if len(g.members) > 0 || len(g.pending) > 0 {
 		return 0
 	}
