@@ -61,6 +61,8 @@ type Coordinator struct {
 	log   *slog.Logger
 	clock clock.Clock
 
+	// mu guards shards and groups. Holding it, never wait for a group's
+	// mu (the lock order is in doc.go).
 	mu     sync.Mutex
 	shards map[int32]int64 // owned shard -> assignment epoch
 	groups map[string]*group

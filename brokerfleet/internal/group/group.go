@@ -58,6 +58,8 @@ type member struct {
 	synced               bool // sent SyncGroup in the current generation
 }
 
+// metadataFor returns the member's metadata for protocol. Holds the
+// group's mu, which guards its members.
 func (m *member) metadataFor(protocol string) []byte {
 	for _, p := range m.protocols {
 		if p.Name == protocol {
@@ -67,7 +69,9 @@ func (m *member) metadataFor(protocol string) []byte {
 	return nil
 }
 
-// group is one consumer group's coordinator state, guarded by mu.
+// group is one consumer group's coordinator state, guarded by mu (c, name
+// and shard never change). Its methods expect mu held and say so; the
+// request handlers take it through Coordinator.acquire.
 type group struct {
 	c     *Coordinator
 	name  string
@@ -100,6 +104,8 @@ func newGroup(c *Coordinator, name string, shard int32) *group {
 		pending: map[string]time.Time{}, offsets: map[tp]metastore.Offset{}, lastUsed: c.clock.Now()}
 }
 
+// load reads the group's generation, committed offsets and index entry
+// from the metastore. Holds g.mu, across the metastore calls.
 func (g *group) load(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, metaTimeout)
 	defer cancel()
@@ -129,6 +135,7 @@ func (g *group) load(ctx context.Context) error {
 }
 
 // unload forgets the group: everything parked is told NOT_COORDINATOR.
+// Holds g.mu.
 func (g *group) unload() {
 	g.gone = true
 	for _, m := range g.members {
@@ -139,11 +146,12 @@ func (g *group) unload() {
 
 // exists reports whether the group is worth listing: it has members, or
 // it completed a generation or committed offsets (and was not deleted
-// since), which put it in its shard's index.
+// since), which put it in its shard's index. Holds g.mu.
 func (g *group) exists() bool {
 	return len(g.members) > 0 || g.indexed
 }
 
+// stateName is the group's state as Kafka names it. Holds g.mu.
 func (g *group) stateName() string {
 	if !g.exists() {
 		return "Dead"
@@ -160,6 +168,8 @@ func (g *group) idleSince(now time.Time) time.Duration {
 	return now.Sub(g.lastUsed)
 }
 
+// touch records a use of the group and, given a member, restarts its
+// session. Holds g.mu.
 func (g *group) touch(m *member) {
 	now := g.c.clock.Now()
 	g.lastUsed = now
@@ -170,7 +180,7 @@ func (g *group) touch(m *member) {
 
 // checkMember validates a member id and instance id against the group:
 // FENCED_INSTANCE_ID when the instance now belongs to another member id,
-// UNKNOWN_MEMBER_ID when the member is not in the group.
+// UNKNOWN_MEMBER_ID when the member is not in the group. Holds g.mu.
 func (g *group) checkMember(memberID string, instanceID *string) (*member, int16) {
 	if instanceID != nil && *instanceID != "" {
 		if cur, ok := g.statics[*instanceID]; ok && cur != memberID {
@@ -184,6 +194,8 @@ func (g *group) checkMember(memberID string, instanceID *string) (*member, int16
 	return m, 0
 }
 
+// maxRebalanceTimeout is the longest rebalance timeout of the members.
+// Holds g.mu.
 func (g *group) maxRebalanceTimeout() time.Duration {
 	var d time.Duration
 	for _, m := range g.members {
@@ -193,6 +205,7 @@ func (g *group) maxRebalanceTimeout() time.Duration {
 }
 
 // prepareRebalance starts collecting joins for the next generation.
+// Holds g.mu.
 func (g *group) prepareRebalance(reason string) {
 	now := g.c.clock.Now()
 	if g.state == stateCompletingRebalance {
@@ -217,7 +230,7 @@ func (g *group) prepareRebalance(reason string) {
 }
 
 // allJoined reports whether every member (and every member id handed out)
-// has a join waiting.
+// has a join waiting. Holds g.mu.
 func (g *group) allJoined() bool {
 	if len(g.pending) > 0 {
 		return false
@@ -231,7 +244,7 @@ func (g *group) allJoined() bool {
 }
 
 // maybeCompleteJoin forms the next generation once every member rejoined
-// (after the initial delay) or the rebalance timeout ran out.
+// (after the initial delay) or the rebalance timeout ran out. Holds g.mu.
 func (g *group) maybeCompleteJoin(now time.Time) {
 	if g.state != statePreparingRebalance {
 		return
@@ -294,6 +307,8 @@ func (g *group) maybeCompleteJoin(now time.Time) {
 	g.c.log.Info("group rebalanced", "group", g.name, "generation", g.generation, "members", len(g.members), "protocol", g.protocol)
 }
 
+// joinResponse is m's JoinGroup answer in the current generation. Holds
+// g.mu.
 func (g *group) joinResponse(m *member) *kmsg.JoinGroupResponse {
 	resp := kmsg.NewPtrJoinGroupResponse()
 	resp.Generation = g.generation
@@ -304,6 +319,7 @@ func (g *group) joinResponse(m *member) *kmsg.JoinGroupResponse {
 	return resp
 }
 
+// sortedMembers returns the members in join order. Holds g.mu.
 func (g *group) sortedMembers() []*member {
 	ms := make([]*member, 0, len(g.members))
 	for _, m := range g.members {
@@ -315,6 +331,7 @@ func (g *group) sortedMembers() []*member {
 
 // selectProtocol picks, among the protocols every member supports, the one
 // most members prefer (ties: the earliest joiner's preference order).
+// Holds g.mu.
 func (g *group) selectProtocol() string {
 	ms := g.sortedMembers()
 	candidates := g.commonProtocols(nil)
@@ -337,7 +354,7 @@ func (g *group) selectProtocol() string {
 }
 
 // commonProtocols returns the protocols all members (and extra, if given)
-// support.
+// support. Holds g.mu.
 func (g *group) commonProtocols(extra []kmsg.JoinGroupRequestProtocol) map[string]bool {
 	var set map[string]bool
 	add := func(ps []kmsg.JoinGroupRequestProtocol) {
@@ -358,6 +375,8 @@ func (g *group) commonProtocols(extra []kmsg.JoinGroupRequestProtocol) map[strin
 	return set
 }
 
+// removeMember drops a member, answering what it has parked
+// UNKNOWN_MEMBER_ID; it does not rebalance (memberLeft does). Holds g.mu.
 func (g *group) removeMember(id, reason string) {
 	m := g.members[id]
 	if m == nil {
@@ -373,6 +392,7 @@ func (g *group) removeMember(id, reason string) {
 }
 
 // memberLeft rebalances the rest after a member left or expired.
+// Holds g.mu.
 func (g *group) memberLeft(now time.Time, reason string) {
 	switch g.state {
 	case stateStable, stateCompletingRebalance:
@@ -388,6 +408,7 @@ func (g *group) memberLeft(now time.Time, reason string) {
 	}
 }
 
+// answerJoin answers m's parked JoinGroup, if any. Holds g.mu.
 func (g *group) answerJoin(m *member, resp *kmsg.JoinGroupResponse) {
 	if m.join == nil {
 		return
@@ -400,6 +421,7 @@ func (g *group) answerJoin(m *member, resp *kmsg.JoinGroupResponse) {
 	m.join = nil
 }
 
+// answerSync answers m's parked SyncGroup, if any. Holds g.mu.
 func (g *group) answerSync(m *member, code int16, assignment []byte) {
 	if m.sync == nil {
 		return
@@ -417,7 +439,7 @@ func (g *group) answerSync(m *member, code int16, assignment []byte) {
 }
 
 // tick expires members and pending member ids whose session ran out, and
-// completes rebalances whose time is up.
+// completes rebalances whose time is up. Holds g.mu.
 func (g *group) tick(now time.Time) {
 	for id, exp := range g.pending {
 		if now.After(exp) {
@@ -458,6 +480,7 @@ func (g *group) tick(now time.Time) {
 var errMetastoreFenced = errors.New("generation superseded in the metastore")
 
 // commit stores offsets under the group's current generation.
+// Holds g.mu, across the metastore calls.
 func (g *group) commit(ctx context.Context, offs []metastore.Offset) error {
 	ctx, cancel := context.WithTimeout(ctx, metaTimeout)
 	defer cancel()

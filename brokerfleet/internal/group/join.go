@@ -159,7 +159,7 @@ func (c *Coordinator) Join(ctx context.Context, req *kmsg.JoinGroupRequest, clie
 
 // replaceStatic hands a static member's place to a new member id (KIP-345):
 // the old id is fenced and, in a stable group with unchanged protocols, the
-// new one takes over the assignment without a rebalance.
+// new one takes over the assignment without a rebalance. Holds g.mu.
 func (g *group) replaceStatic(old *member, id string, req *kmsg.JoinGroupRequest, update func(*member), park func(*member) func() *kmsg.JoinGroupResponse) func() *kmsg.JoinGroupResponse {
 	fenced := &kmsg.JoinGroupResponse{ErrorCode: codeFencedInstance, MemberID: old.id, Generation: -1}
 	g.answerJoin(old, fenced)
@@ -207,6 +207,8 @@ func (g *group) replaceStatic(old *member, id string, req *kmsg.JoinGroupRequest
 	return park(m)
 }
 
+// memberList is the leader's view of the members, in join order. Holds
+// g.mu.
 func (g *group) memberList() []kmsg.JoinGroupResponseMember {
 	var all []kmsg.JoinGroupResponseMember
 	for _, m := range g.sortedMembers() {

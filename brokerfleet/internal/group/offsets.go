@@ -111,7 +111,8 @@ func (c *Coordinator) Commit(ctx context.Context, req *kmsg.OffsetCommitRequest)
 	return resp
 }
 
-// forget drops a locked group from memory.
+// forget drops a group from memory. Holds g.mu, and takes c.mu (the lock
+// order in doc.go allows it).
 func (c *Coordinator) forget(g *group) {
 	c.mu.Lock()
 	if c.groups[g.name] == g {
