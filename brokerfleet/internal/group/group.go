@@ -253,18 +253,30 @@ func (g *group) maybeCompleteJoin(now time.Time) {
 	if !timedOut && (!g.allJoined() || now.Before(g.initialUntil)) {
 		return
 	}
-	// Members that did not rejoin in time leave the group.
+	// Dynamic members that did not rejoin in time leave the group. Static
+	// ones stay, as in Kafka (KIP-345): a restarting instance keeps its
+	// place, and only its session timeout, the sync deadline or a
+	// LeaveGroup removes it.
 	for id, m := range g.members {
-		if m.join == nil {
+		if m.join == nil && m.instanceID == "" {
 			g.removeMember(id, "did not rejoin within the rebalance timeout")
 		}
 	}
-	clear(g.pending)
 	if len(g.members) == 0 {
+		clear(g.pending)
 		g.state = stateEmpty
 		g.leader, g.protocol = "", ""
 		return
 	}
+	// The leader must be a member that rejoined, to be told the members.
+	// With none rejoined (only slow static members left), wait another
+	// rebalance timeout, as Kafka does.
+	leader := g.joinedLeader()
+	if leader == "" {
+		g.rebalanceDeadline = now.Add(g.maxRebalanceTimeout())
+		return
+	}
+	clear(g.pending)
 	ctx, cancel := context.WithTimeout(g.c.ctx, metaTimeout)
 	defer cancel()
 	gen, err := g.c.opts.Meta.NewGeneration(ctx, g.name)
@@ -284,15 +296,7 @@ func (g *group) maybeCompleteJoin(now time.Time) {
 	}
 	g.generation = int32(gen)
 	g.protocol = g.selectProtocol()
-	if _, ok := g.members[g.leader]; !ok {
-		g.leader = ""
-		var first int64
-		for id, m := range g.members {
-			if g.leader == "" || m.joinOrder < first {
-				g.leader, first = id, m.joinOrder
-			}
-		}
-	}
+	g.leader = leader
 	g.state = stateCompletingRebalance
 	g.syncDeadline = now.Add(g.maxRebalanceTimeout())
 	all := g.memberList()
@@ -305,6 +309,22 @@ func (g *group) maybeCompleteJoin(now time.Time) {
 		g.answerJoin(m, resp)
 	}
 	g.c.log.Info("group rebalanced", "group", g.name, "generation", g.generation, "members", len(g.members), "protocol", g.protocol)
+}
+
+// joinedLeader returns the leader of the generation being formed: the
+// current leader if it rejoined, else the earliest joiner of the members
+// that rejoined, or "" if none did. Holds g.mu.
+func (g *group) joinedLeader() string {
+	if m, ok := g.members[g.leader]; ok && m.join != nil {
+		return g.leader
+	}
+	leader, first := "", int64(0)
+	for id, m := range g.members {
+		if m.join != nil && (leader == "" || m.joinOrder < first) {
+			leader, first = id, m.joinOrder
+		}
+	}
+	return leader
 }
 
 // joinResponse is m's JoinGroup answer in the current generation. Holds

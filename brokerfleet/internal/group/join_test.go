@@ -403,3 +403,75 @@ func TestLeaveGroup(t *testing.T) {
 	h.wantState("g", "Empty", 0)
 	wantCode(t, "v0 leave again", h.c.Leave(h.ctx, v0).ErrorCode, kerr.UnknownMemberID)
 }
+
+// A static member that does not rejoin within the rebalance timeout keeps
+// its place (KIP-345; Kafka removes only the dynamic members that did not
+// rejoin): the generation forms with it, led by a member that did rejoin,
+// and the instance can still take its place without another rebalance.
+func TestRebalanceTimeoutKeepsStaticMembers(t *testing.T) {
+	h := newHarness(t)
+	f := h.form("g", "inst-s", "")
+	s, d := f.ids[0], f.ids[1] // s leads
+	n := h.memberID("g", "n")
+	nj := h.joinAsync(h.c, joinReq("g", n, "", "n"), "n")
+	start := h.elapsed()
+	dj := h.joinAsync(h.c, joinReq("g", d, "", "client-1"), "client-1")
+	for h.elapsed()+5*time.Second < start+rebalance {
+		h.advance(5 * time.Second) // s is alive (it heartbeats) but slow to rejoin
+		wantCode(t, "s heartbeat", h.heartbeat("g", s, "inst-s", f.gen), kerr.RebalanceInProgress)
+	}
+	h.advance(start + rebalance - h.elapsed())
+	dr, nr := dj.get(), nj.get()
+	wantCode(t, "d join", dr.ErrorCode, nil)
+	wantCode(t, "n join", nr.ErrorCode, nil)
+	if dr.LeaderID != d || len(dr.Members) != 3 || nr.Generation != dr.Generation || dr.Generation <= f.gen {
+		t.Fatalf("d: leader %s generation %d with %d members; n: generation %d; want d leading all three", dr.LeaderID, dr.Generation, len(dr.Members), nr.Generation)
+	}
+	h.wantState("g", "CompletingRebalance", 3)
+	gen := dr.Generation
+	wantCode(t, "s heartbeat with its old generation", h.heartbeat("g", s, "inst-s", f.gen), kerr.IllegalGeneration)
+
+	// d assigns all three; the instance restarts and takes its place and
+	// its assignment without another rebalance.
+	nw := h.syncAsync(h.c, syncReq("g", n, "", gen))
+	wantCode(t, "d sync", h.sync(leaderSync("g", d, "", gen, []string{s, d, n})).ErrorCode, nil)
+	wantCode(t, "n sync", nw.get().ErrorCode, nil)
+	h.wantState("g", "Stable", 3)
+	sr := h.join(joinReq("g", "", "inst-s", "client-0"), "client-0")
+	wantCode(t, "restarted s", sr.ErrorCode, nil)
+	if sr.Generation != gen || sr.LeaderID != d {
+		t.Fatalf("restarted s: generation %d led by %s, want %d led by %s", sr.Generation, sr.LeaderID, gen, d)
+	}
+	ss := h.sync(syncReq("g", sr.MemberID, "inst-s", gen))
+	wantCode(t, "restarted s sync", ss.ErrorCode, nil)
+	if !bytes.Equal(ss.MemberAssignment, assignmentFor(s)) {
+		t.Fatalf("restarted s assigned %q, want %q", ss.MemberAssignment, assignmentFor(s))
+	}
+	h.wantState("g", "Stable", 3)
+	wantCode(t, "d heartbeat", h.heartbeat("g", d, "", gen), nil)
+}
+
+// With no member rejoined when the rebalance timeout runs out (the static
+// ones are slow), the rebalance waits another timeout for one, as Kafka's
+// does.
+func TestRebalanceWaitsForAStaticMemberToRejoin(t *testing.T) {
+	h := newHarness(t)
+	f := h.form("g", "inst-1", "inst-2", "")
+	s1, s2, d := f.ids[0], f.ids[1], f.ids[2]
+	wantCode(t, "d leaves", h.leave("g", kmsg.LeaveGroupRequestMember{MemberID: d}).Members[0].ErrorCode, nil)
+	start := h.elapsed()
+	for h.elapsed()+5*time.Second <= start+rebalance+5*time.Second {
+		h.advance(5 * time.Second)
+		wantCode(t, "s1 heartbeat", h.heartbeat("g", s1, "inst-1", f.gen), kerr.RebalanceInProgress)
+		wantCode(t, "s2 heartbeat", h.heartbeat("g", s2, "inst-2", f.gen), kerr.RebalanceInProgress)
+	}
+	h.wantState("g", "PreparingRebalance", 2)
+	j1 := h.joinAsync(h.c, joinReq("g", s1, "inst-1", "client-0"), "client-0")
+	j2 := h.joinAsync(h.c, joinReq("g", s2, "inst-2", "client-1"), "client-1")
+	r1, r2 := j1.get(), j2.get()
+	wantCode(t, "s1 rejoin", r1.ErrorCode, nil)
+	wantCode(t, "s2 rejoin", r2.ErrorCode, nil)
+	if r1.Generation <= f.gen || r2.Generation != r1.Generation || len(r1.Members) != 2 {
+		t.Fatalf("s1: generation %d with %d members; s2: generation %d", r1.Generation, len(r1.Members), r2.Generation)
+	}
+}
