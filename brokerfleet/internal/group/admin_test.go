@@ -71,8 +71,10 @@ func TestDescribeAndListGroupStates(t *testing.T) {
 		}
 	}
 
-	h.syncAll(&formed{group: "g", gen: ar.Generation, leader: ar.LeaderID, instances: []string{"", ""}, ids: []string{a, b}})
-	_ = br
+	if br.Generation != ar.Generation || ar.LeaderID != a {
+		t.Fatalf("a: generation %d led by %s; b: generation %d", ar.Generation, ar.LeaderID, br.Generation)
+	}
+	h.syncAll(&formed{group: "g", gen: ar.Generation, leader: a, instances: []string{"", ""}, ids: []string{a, b}})
 	h.wantState("g", "Stable", 2)
 	d = h.describe("g")
 	if d.Protocol != "range" || d.ProtocolType != "consumer" {

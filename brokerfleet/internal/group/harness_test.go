@@ -382,7 +382,7 @@ func (h *harness) leave(group string, members ...kmsg.LeaveGroupRequestMember) *
 	return h.c.Leave(h.ctx, r)
 }
 
-// offset is one committed (or fetched) offset of topic "t".
+// offset is one partition's offset to commit.
 type offset struct {
 	partition int32
 	offset    int64
