@@ -9,6 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stratamq/strata/pkg/clock"
 	"github.com/stratamq/strata/pkg/metastore"
 )
 
@@ -33,6 +36,9 @@ type Options struct {
 	MaxMetadataBytes int
 	// Logger receives operational logs; nil means slog.Default().
 	Logger *slog.Logger
+	// Clock reads the time for session, rebalance and sync deadlines and
+	// drives the loop that checks them; nil means the real clock.
+	Clock clock.Clock
 }
 
 // Defaults are Kafka's.
@@ -51,9 +57,12 @@ const (
 
 // Coordinator serves the groups of the shards assigned to its broker.
 type Coordinator struct {
-	opts Options
-	log  *slog.Logger
+	opts  Options
+	log   *slog.Logger
+	clock clock.Clock
 
+	// mu guards shards and groups. Holding it, never wait for a group's
+	// mu (the lock order is in doc.go).
 	mu     sync.Mutex
 	shards map[int32]int64 // owned shard -> assignment epoch
 	groups map[string]*group
@@ -61,10 +70,21 @@ type Coordinator struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	// afterTick, if set before start, is called by the run loop after each
+	// check of the deadlines with the time the check began (tests only).
+	afterTick func(now time.Time)
 }
 
 // New starts a coordinator that owns no shards yet.
 func New(opts Options) *Coordinator {
+	c := newCoordinator(opts)
+	c.start()
+	return c
+}
+
+// newCoordinator returns a coordinator whose run loop is not started yet.
+func newCoordinator(opts Options) *Coordinator {
 	if opts.Valid == nil {
 		opts.Valid = func() bool { return true }
 	}
@@ -86,15 +106,16 @@ func New(opts Options) *Coordinator {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	opts.Clock = clock.Or(opts.Clock)
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Coordinator{
-		opts: opts, log: opts.Logger,
+	return &Coordinator{
+		opts: opts, log: opts.Logger, clock: opts.Clock,
 		shards: map[int32]int64{}, groups: map[string]*group{},
 		ctx: ctx, cancel: cancel, done: make(chan struct{}),
 	}
-	go c.run()
-	return c
 }
+
+func (c *Coordinator) start() { go c.run() }
 
 // Close stops the coordinator; parked requests are answered
 // NOT_COORDINATOR.
@@ -197,26 +218,44 @@ func (c *Coordinator) acquire(ctx context.Context, name string) (*group, int16) 
 	return nil, codeNotCoordinator
 }
 
+func validGroupID(name string) bool { return name != "" && len(name) <= maxGroupIDBytes }
+
+// enter checks a group id and returns the group locked and loaded, or the
+// error code to answer.
+func (c *Coordinator) enter(ctx context.Context, name string) (*group, int16) {
+	if !validGroupID(name) {
+		return nil, kerr.InvalidGroupID.Code
+	}
+	return c.acquire(ctx, name)
+}
+
 // run checks session, rebalance and sync deadlines.
 func (c *Coordinator) run() {
 	defer close(c.done)
-	t := time.NewTicker(tickInterval)
+	t := c.clock.NewTicker(tickInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-c.ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
+		began := c.clock.Now()
 		c.mu.Lock()
 		gs := make([]*group, 0, len(c.groups))
 		for name, g := range c.groups {
 			gs = append(gs, g)
 			// Forget idle groups with nothing in memory worth keeping:
 			// they are reloaded from the metastore on the next request.
-			if g.idleSince(time.Now()) > 10*time.Minute {
-				delete(c.groups, name)
-				g.gone = true
+			// gone is set under g.mu, where a request that looked the
+			// group up before this reads it. TryLock, because c.mu is
+			// held (lock order): a group in use is not idle anyway.
+			if g.mu.TryLock() {
+				if g.idleSince(c.clock.Now()) > 10*time.Minute {
+					delete(c.groups, name)
+					g.gone = true
+				}
+				g.mu.Unlock()
 			}
 		}
 		c.mu.Unlock()
@@ -224,9 +263,12 @@ func (c *Coordinator) run() {
 		for _, g := range gs {
 			g.mu.Lock()
 			if !g.gone && valid {
-				g.tick(time.Now())
+				g.tick(c.clock.Now())
 			}
 			g.mu.Unlock()
+		}
+		if c.afterTick != nil {
+			c.afterTick(began)
 		}
 	}
 }

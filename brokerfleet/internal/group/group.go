@@ -58,6 +58,8 @@ type member struct {
 	synced               bool // sent SyncGroup in the current generation
 }
 
+// metadataFor returns the member's metadata for protocol. Holds the
+// group's mu, which guards its members.
 func (m *member) metadataFor(protocol string) []byte {
 	for _, p := range m.protocols {
 		if p.Name == protocol {
@@ -67,7 +69,9 @@ func (m *member) metadataFor(protocol string) []byte {
 	return nil
 }
 
-// group is one consumer group's coordinator state, guarded by mu.
+// group is one consumer group's coordinator state, guarded by mu (c, name
+// and shard never change). Its methods expect mu held and say so; the
+// request handlers take it through Coordinator.acquire.
 type group struct {
 	c     *Coordinator
 	name  string
@@ -97,9 +101,11 @@ type group struct {
 
 func newGroup(c *Coordinator, name string, shard int32) *group {
 	return &group{c: c, name: name, shard: shard, members: map[string]*member{}, statics: map[string]string{},
-		pending: map[string]time.Time{}, offsets: map[tp]metastore.Offset{}, lastUsed: time.Now()}
+		pending: map[string]time.Time{}, offsets: map[tp]metastore.Offset{}, lastUsed: c.clock.Now()}
 }
 
+// load reads the group's generation, committed offsets and index entry
+// from the metastore. Holds g.mu, across the metastore calls.
 func (g *group) load(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, metaTimeout)
 	defer cancel()
@@ -129,6 +135,7 @@ func (g *group) load(ctx context.Context) error {
 }
 
 // unload forgets the group: everything parked is told NOT_COORDINATOR.
+// Holds g.mu.
 func (g *group) unload() {
 	g.gone = true
 	for _, m := range g.members {
@@ -139,11 +146,12 @@ func (g *group) unload() {
 
 // exists reports whether the group is worth listing: it has members, or
 // it completed a generation or committed offsets (and was not deleted
-// since), which put it in its shard's index.
+// since), which put it in its shard's index. Holds g.mu.
 func (g *group) exists() bool {
 	return len(g.members) > 0 || g.indexed
 }
 
+// stateName is the group's state as Kafka names it. Holds g.mu.
 func (g *group) stateName() string {
 	if !g.exists() {
 		return "Dead"
@@ -151,19 +159,19 @@ func (g *group) stateName() string {
 	return stateNames[g.state]
 }
 
+// idleSince returns how long the group has had nothing in memory worth
+// keeping (no members, no handed-out member ids). Holds g.mu.
 func (g *group) idleSince(now time.Time) time.Duration {
-	if !g.mu.TryLock() {
-		return 0
-	}
-	defer g.mu.Unlock()
 	if len(g.members) > 0 || len(g.pending) > 0 {
 		return 0
 	}
 	return now.Sub(g.lastUsed)
 }
 
+// touch records a use of the group and, given a member, restarts its
+// session. Holds g.mu.
 func (g *group) touch(m *member) {
-	now := time.Now()
+	now := g.c.clock.Now()
 	g.lastUsed = now
 	if m != nil {
 		m.deadline = now.Add(m.session)
@@ -172,7 +180,7 @@ func (g *group) touch(m *member) {
 
 // checkMember validates a member id and instance id against the group:
 // FENCED_INSTANCE_ID when the instance now belongs to another member id,
-// UNKNOWN_MEMBER_ID when the member is not in the group.
+// UNKNOWN_MEMBER_ID when the member is not in the group. Holds g.mu.
 func (g *group) checkMember(memberID string, instanceID *string) (*member, int16) {
 	if instanceID != nil && *instanceID != "" {
 		if cur, ok := g.statics[*instanceID]; ok && cur != memberID {
@@ -186,6 +194,8 @@ func (g *group) checkMember(memberID string, instanceID *string) (*member, int16
 	return m, 0
 }
 
+// maxRebalanceTimeout is the longest rebalance timeout of the members.
+// Holds g.mu.
 func (g *group) maxRebalanceTimeout() time.Duration {
 	var d time.Duration
 	for _, m := range g.members {
@@ -195,8 +205,9 @@ func (g *group) maxRebalanceTimeout() time.Duration {
 }
 
 // prepareRebalance starts collecting joins for the next generation.
+// Holds g.mu.
 func (g *group) prepareRebalance(reason string) {
-	now := time.Now()
+	now := g.c.clock.Now()
 	if g.state == stateCompletingRebalance {
 		// The generation being formed is abandoned: members waiting for
 		// their assignment must rejoin.
@@ -219,7 +230,7 @@ func (g *group) prepareRebalance(reason string) {
 }
 
 // allJoined reports whether every member (and every member id handed out)
-// has a join waiting.
+// has a join waiting. Holds g.mu.
 func (g *group) allJoined() bool {
 	if len(g.pending) > 0 {
 		return false
@@ -233,7 +244,7 @@ func (g *group) allJoined() bool {
 }
 
 // maybeCompleteJoin forms the next generation once every member rejoined
-// (after the initial delay) or the rebalance timeout ran out.
+// (after the initial delay) or the rebalance timeout ran out. Holds g.mu.
 func (g *group) maybeCompleteJoin(now time.Time) {
 	if g.state != statePreparingRebalance {
 		return
@@ -242,18 +253,30 @@ func (g *group) maybeCompleteJoin(now time.Time) {
 	if !timedOut && (!g.allJoined() || now.Before(g.initialUntil)) {
 		return
 	}
-	// Members that did not rejoin in time leave the group.
+	// Dynamic members that did not rejoin in time leave the group. Static
+	// ones stay, as in Kafka (KIP-345): a restarting instance keeps its
+	// place, and only its session timeout, the sync deadline or a
+	// LeaveGroup removes it.
 	for id, m := range g.members {
-		if m.join == nil {
+		if m.join == nil && m.instanceID == "" {
 			g.removeMember(id, "did not rejoin within the rebalance timeout")
 		}
 	}
-	clear(g.pending)
 	if len(g.members) == 0 {
+		clear(g.pending)
 		g.state = stateEmpty
 		g.leader, g.protocol = "", ""
 		return
 	}
+	// The leader must be a member that rejoined, to be told the members.
+	// With none rejoined (only slow static members left), wait another
+	// rebalance timeout, as Kafka does.
+	leader := g.joinedLeader()
+	if leader == "" {
+		g.rebalanceDeadline = now.Add(g.maxRebalanceTimeout())
+		return
+	}
+	clear(g.pending)
 	ctx, cancel := context.WithTimeout(g.c.ctx, metaTimeout)
 	defer cancel()
 	gen, err := g.c.opts.Meta.NewGeneration(ctx, g.name)
@@ -273,15 +296,7 @@ func (g *group) maybeCompleteJoin(now time.Time) {
 	}
 	g.generation = int32(gen)
 	g.protocol = g.selectProtocol()
-	if _, ok := g.members[g.leader]; !ok {
-		g.leader = ""
-		var first int64
-		for id, m := range g.members {
-			if g.leader == "" || m.joinOrder < first {
-				g.leader, first = id, m.joinOrder
-			}
-		}
-	}
+	g.leader = leader
 	g.state = stateCompletingRebalance
 	g.syncDeadline = now.Add(g.maxRebalanceTimeout())
 	all := g.memberList()
@@ -296,6 +311,24 @@ func (g *group) maybeCompleteJoin(now time.Time) {
 	g.c.log.Info("group rebalanced", "group", g.name, "generation", g.generation, "members", len(g.members), "protocol", g.protocol)
 }
 
+// joinedLeader returns the leader of the generation being formed: the
+// current leader if it rejoined, else the earliest joiner of the members
+// that rejoined, or "" if none did. Holds g.mu.
+func (g *group) joinedLeader() string {
+	if m, ok := g.members[g.leader]; ok && m.join != nil {
+		return g.leader
+	}
+	leader, first := "", int64(0)
+	for id, m := range g.members {
+		if m.join != nil && (leader == "" || m.joinOrder < first) {
+			leader, first = id, m.joinOrder
+		}
+	}
+	return leader
+}
+
+// joinResponse is m's JoinGroup answer in the current generation. Holds
+// g.mu.
 func (g *group) joinResponse(m *member) *kmsg.JoinGroupResponse {
 	resp := kmsg.NewPtrJoinGroupResponse()
 	resp.Generation = g.generation
@@ -306,6 +339,7 @@ func (g *group) joinResponse(m *member) *kmsg.JoinGroupResponse {
 	return resp
 }
 
+// sortedMembers returns the members in join order. Holds g.mu.
 func (g *group) sortedMembers() []*member {
 	ms := make([]*member, 0, len(g.members))
 	for _, m := range g.members {
@@ -317,6 +351,7 @@ func (g *group) sortedMembers() []*member {
 
 // selectProtocol picks, among the protocols every member supports, the one
 // most members prefer (ties: the earliest joiner's preference order).
+// Holds g.mu.
 func (g *group) selectProtocol() string {
 	ms := g.sortedMembers()
 	candidates := g.commonProtocols(nil)
@@ -339,7 +374,7 @@ func (g *group) selectProtocol() string {
 }
 
 // commonProtocols returns the protocols all members (and extra, if given)
-// support.
+// support. Holds g.mu.
 func (g *group) commonProtocols(extra []kmsg.JoinGroupRequestProtocol) map[string]bool {
 	var set map[string]bool
 	add := func(ps []kmsg.JoinGroupRequestProtocol) {
@@ -360,6 +395,8 @@ func (g *group) commonProtocols(extra []kmsg.JoinGroupRequestProtocol) map[strin
 	return set
 }
 
+// removeMember drops a member, answering what it has parked
+// UNKNOWN_MEMBER_ID; it does not rebalance (memberLeft does). Holds g.mu.
 func (g *group) removeMember(id, reason string) {
 	m := g.members[id]
 	if m == nil {
@@ -375,6 +412,7 @@ func (g *group) removeMember(id, reason string) {
 }
 
 // memberLeft rebalances the rest after a member left or expired.
+// Holds g.mu.
 func (g *group) memberLeft(now time.Time, reason string) {
 	switch g.state {
 	case stateStable, stateCompletingRebalance:
@@ -390,6 +428,7 @@ func (g *group) memberLeft(now time.Time, reason string) {
 	}
 }
 
+// answerJoin answers m's parked JoinGroup, if any. Holds g.mu.
 func (g *group) answerJoin(m *member, resp *kmsg.JoinGroupResponse) {
 	if m.join == nil {
 		return
@@ -397,16 +436,17 @@ func (g *group) answerJoin(m *member, resp *kmsg.JoinGroupResponse) {
 	// A parked member is alive however long it waited; its session
 	// restarts when it is answered (as Kafka's does when a join or sync
 	// completes), so it is not expired before it can send SyncGroup.
-	m.deadline = time.Now().Add(m.session)
+	m.deadline = g.c.clock.Now().Add(m.session)
 	m.join <- resp
 	m.join = nil
 }
 
+// answerSync answers m's parked SyncGroup, if any. Holds g.mu.
 func (g *group) answerSync(m *member, code int16, assignment []byte) {
 	if m.sync == nil {
 		return
 	}
-	m.deadline = time.Now().Add(m.session) // see answerJoin
+	m.deadline = g.c.clock.Now().Add(m.session) // see answerJoin
 	resp := kmsg.NewPtrSyncGroupResponse()
 	resp.ErrorCode = code
 	if code == 0 {
@@ -419,7 +459,7 @@ func (g *group) answerSync(m *member, code int16, assignment []byte) {
 }
 
 // tick expires members and pending member ids whose session ran out, and
-// completes rebalances whose time is up.
+// completes rebalances whose time is up. Holds g.mu.
 func (g *group) tick(now time.Time) {
 	for id, exp := range g.pending {
 		if now.After(exp) {
@@ -460,6 +500,7 @@ func (g *group) tick(now time.Time) {
 var errMetastoreFenced = errors.New("generation superseded in the metastore")
 
 // commit stores offsets under the group's current generation.
+// Holds g.mu, across the metastore calls.
 func (g *group) commit(ctx context.Context, offs []metastore.Offset) error {
 	ctx, cancel := context.WithTimeout(ctx, metaTimeout)
 	defer cancel()
@@ -488,4 +529,11 @@ func strPtr(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
