@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/stratamq/strata/brokerfleet/internal/cli"
 )
 
 // drainingConfig is the broker config that marks a broker as draining:
@@ -67,13 +69,11 @@ flags:
 )
 
 func runBrokers(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return runVerbs(ctx, "brokers", brokersHelp, []verb{{"list", brokersList},
-		{"drain", func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-			return brokersDrain(ctx, args, stdout, stderr, true)
-		}},
-		{"undrain", func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-			return brokersDrain(ctx, args, stdout, stderr, false)
-		}}}, args, stdout, stderr)
+	return cli.RunVerbs(ctx, "brokers", brokersHelp, []cli.Verb{
+		{Name: "list", Run: brokersList},
+		{Name: "drain", Run: brokersDrain},
+		{Name: "undrain", Run: brokersUndrain},
+	}, args, stdout, stderr)
 }
 
 // ---- list ----
@@ -115,48 +115,39 @@ func brokerLoad(md kadm.Metadata, id int32) (leaders, replicas int) {
 }
 
 func brokersList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var af adminFlags
-	fs := newCmdFlags("brokers list", brokersListHelp)
-	af.register(fs)
-	pos, err := af.parse(fs, args, stderr)
+	a := cli.NewAdmin("brokers list", brokersListHelp)
+	pos, err := a.Parse(args, stderr)
 	if err != nil {
 		return err
 	}
-	if len(pos) > 0 {
-		return usageError{fmt.Errorf("unexpected argument %q", pos[0])}
-	}
-	adm, ctx, cancel, err := af.connect(ctx)
-	if err != nil {
+	if err := cli.NoArgs(pos); err != nil {
 		return err
 	}
-	defer adm.Close()
-	defer cancel()
-
-	md, err := adm.Metadata(ctx)
-	if err != nil {
-		return af.fail("describe cluster", err)
-	}
-	doc := brokersJSON{Cluster: md.Cluster, Controller: md.Controller, Brokers: []listedBrokerJSON{}}
-	for _, b := range md.Brokers {
-		lb := listedBrokerJSON{ID: b.NodeID, Host: b.Host, Port: b.Port, Controller: b.NodeID == md.Controller}
-		if b.Rack != nil {
-			lb.Rack = *b.Rack
+	return a.Run(ctx, func(ctx context.Context, adm *kadm.Client) error {
+		md, err := adm.Metadata(ctx)
+		if err != nil {
+			return a.Fail("describe cluster", err)
 		}
-		lb.Leaders, lb.Replicas = brokerLoad(md, b.NodeID)
-		doc.Brokers = append(doc.Brokers, lb)
-	}
-	draining, derr := drainingBrokers(ctx, adm, md)
-	for i := range doc.Brokers {
-		doc.Brokers[i].Draining = draining[doc.Brokers[i].ID]
-	}
-	if derr != nil {
-		defer fmt.Fprintf(stderr, "brokerfleet brokers: which brokers are draining is unknown: %v\n", derr)
-	}
-	if af.json {
-		return writeJSON(stdout, doc)
-	}
-	tw := newTable(stdout)
-	row(tw, "ID", "ADDRESS", "RACK", "CONTROLLER", "LEADERS", "REPLICAS", "STATUS")
+		doc := brokersJSON{Cluster: md.Cluster, Controller: md.Controller, Brokers: []listedBrokerJSON{}}
+		draining, derr := drainingBrokers(ctx, adm, md)
+		for _, b := range md.Brokers {
+			lb := listedBrokerJSON{ID: b.NodeID, Host: b.Host, Port: b.Port, Controller: b.NodeID == md.Controller, Draining: draining[b.NodeID]}
+			if b.Rack != nil {
+				lb.Rack = *b.Rack
+			}
+			lb.Leaders, lb.Replicas = brokerLoad(md, b.NodeID)
+			doc.Brokers = append(doc.Brokers, lb)
+		}
+		if derr != nil {
+			defer fmt.Fprintf(stderr, "brokerfleet brokers: which brokers are draining is unknown: %v\n", derr)
+		}
+		return a.Print(stdout, doc, func() error { return printBrokers(stdout, doc) })
+	})
+}
+
+func printBrokers(w io.Writer, doc brokersJSON) error {
+	tw := cli.NewTable(w)
+	tw.Row("ID", "ADDRESS", "RACK", "CONTROLLER", "LEADERS", "REPLICAS", "STATUS")
 	for _, b := range doc.Brokers {
 		ctl, status := "", "-"
 		if b.Controller {
@@ -165,7 +156,7 @@ func brokersList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if b.Draining {
 			status = "draining"
 		}
-		row(tw, strconv.Itoa(int(b.ID)), net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))), orDash(b.Rack), ctl, strconv.Itoa(b.Leaders), strconv.Itoa(b.Replicas), status)
+		tw.Row(strconv.Itoa(int(b.ID)), net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))), cli.Dash(b.Rack), ctl, strconv.Itoa(b.Leaders), strconv.Itoa(b.Replicas), status)
 	}
 	return tw.Flush()
 }
@@ -221,14 +212,14 @@ type drainJSON struct {
 func parseBrokerID(pos []string) (int32, error) {
 	switch len(pos) {
 	case 0:
-		return 0, usageError{errors.New("name the broker (argument ID)")}
+		return 0, cli.Usagef("name the broker (argument ID)")
 	case 1:
 	default:
-		return 0, usageError{fmt.Errorf("one broker at a time, got %q (argument ID)", pos)}
+		return 0, cli.Usagef("one broker at a time, got %q (argument ID)", pos)
 	}
 	v, err := strconv.ParseInt(pos[0], 10, 32)
 	if err != nil || v < 0 {
-		return 0, usageError{fmt.Errorf("%q is not a broker id (argument ID)", pos[0])}
+		return 0, cli.Usagef("%q is not a broker id (argument ID)", pos[0])
 	}
 	return int32(v), nil
 }
@@ -239,55 +230,88 @@ func brokerIDs(md kadm.Metadata) string {
 	for i, b := range md.Brokers {
 		ids[i] = b.NodeID
 	}
-	return int32List(ids)
+	return cli.Int32s(ids)
 }
 
-func brokersDrain(ctx context.Context, args []string, stdout, stderr io.Writer, drain bool) error {
-	var (
-		af       adminFlags
-		wait     bool
-		interval time.Duration
-	)
-	name, help := "drain", brokersDrainHelp
-	if !drain {
-		name, help = "undrain", brokersUndrainHelp
-	}
-	fs := newCmdFlags("brokers "+name, help)
-	af.register(fs)
-	if drain {
-		fs.BoolVar(&wait, "wait", true, "wait until the broker holds no replicas and leads no partitions; -timeout then defaults to 1h")
-		fs.DurationVar(&interval, "interval", time.Second, "how often -wait polls the cluster's metadata")
-	}
-	pos, err := af.parse(fs, args, stderr)
+func brokersUndrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	a := cli.NewAdmin("brokers undrain", brokersUndrainHelp)
+	pos, err := a.Parse(args, stderr)
 	if err != nil {
 		return err
 	}
-	// Draining takes as long as moving the broker's data.
-	waitTimeout(fs, &af, drain && wait)
 	id, err := parseBrokerID(pos)
 	if err != nil {
 		return err
 	}
-	if drain && interval <= 0 {
-		return usageError{fmt.Errorf("invalid value %s for flag -interval: must be positive", interval)}
-	}
-	adm, ctx, cancel, err := af.connect(ctx)
+	return a.Run(ctx, func(ctx context.Context, adm *kadm.Client) error {
+		doc, err := setDraining(ctx, adm, a, id, false)
+		if err != nil {
+			return err
+		}
+		return a.Print(stdout, doc, func() error {
+			fmt.Fprintf(stdout, "broker %d: no longer draining\n", id)
+			return nil
+		})
+	})
+}
+
+func brokersDrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	a := cli.NewAdmin("brokers drain", brokersDrainHelp)
+	wait := a.Flags.Bool("wait", true, "wait until the broker holds no replicas and leads no partitions; -timeout then defaults to 1h")
+	interval := a.Flags.Duration("interval", time.Second, "how often -wait polls the cluster's metadata")
+	pos, err := a.Parse(args, stderr)
 	if err != nil {
 		return err
 	}
-	defer adm.Close()
-	defer cancel()
+	// Draining takes as long as moving the broker's data.
+	a.WaitTimeout(*wait)
+	id, err := parseBrokerID(pos)
+	if err != nil {
+		return err
+	}
+	if err := cli.Positive("interval", *interval); err != nil {
+		return err
+	}
+	return a.Run(ctx, func(ctx context.Context, adm *kadm.Client) error {
+		doc, err := setDraining(ctx, adm, a, id, true)
+		if err != nil {
+			return err
+		}
+		if !*wait {
+			return a.Print(stdout, doc, func() error {
+				fmt.Fprintf(stdout, "broker %d: draining; the controller is moving its %d replica(s) and %d leadership(s) off it ('brokerfleet brokers list' shows what is left)\n", id, doc.ReplicasLeft, doc.LeadersLeft)
+				return nil
+			})
+		}
+		// Progress goes to stdout, or to stderr when stdout carries JSON.
+		pw := stdout
+		if a.JSON {
+			pw = stderr
+		}
+		if err := waitDrained(ctx, adm, a, &doc, *interval, pw, stderr); err != nil {
+			return err
+		}
+		return a.Print(stdout, doc, func() error {
+			fmt.Fprintf(stdout, "broker %d holds no replicas and leads no partitions; it may be stopped\n", id)
+			return nil
+		})
+	})
+}
 
+// setDraining sets strata.broker.draining of broker id, which must exist,
+// and returns what the broker holds.
+func setDraining(ctx context.Context, adm *kadm.Client, a *cli.Admin, id int32, drain bool) (drainJSON, error) {
+	doc := drainJSON{Broker: id, Draining: drain}
 	md, err := adm.Metadata(ctx)
 	if err != nil {
-		return af.fail("describe cluster", err)
+		return doc, a.Fail("describe cluster", err)
 	}
 	known := false
 	for _, b := range md.Brokers {
 		known = known || b.NodeID == id
 	}
 	if !known {
-		return fmt.Errorf("unknown broker %d (argument ID): the cluster has brokers %s", id, brokerIDs(md))
+		return doc, fmt.Errorf("unknown broker %d (argument ID): the cluster has brokers %s", id, brokerIDs(md))
 	}
 
 	value, what := "true", "mark broker "+strconv.Itoa(int(id))+" as draining"
@@ -304,33 +328,22 @@ func brokersDrain(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		}
 	}
 	if err != nil {
-		return af.fail(what, err)
+		return doc, a.Fail(what, err)
 	}
-
-	doc := drainJSON{Broker: id, Draining: drain}
 	doc.LeadersLeft, doc.ReplicasLeft = brokerLoad(md, id)
-	if !drain || !wait {
-		if af.json {
-			return writeJSON(stdout, doc)
-		}
-		if drain {
-			fmt.Fprintf(stdout, "broker %d: draining; the controller is moving its %d replica(s) and %d leadership(s) off it ('brokerfleet brokers list' shows what is left)\n", id, doc.ReplicasLeft, doc.LeadersLeft)
-		} else {
-			fmt.Fprintf(stdout, "broker %d: no longer draining\n", id)
-		}
-		return nil
-	}
+	return doc, nil
+}
 
-	// Progress goes to stdout, or to stderr when stdout carries JSON.
-	pw := stdout
-	if af.json {
-		pw = stderr
-	}
-	bar := newProgress(pw)
+// waitDrained polls the cluster's metadata every interval until the
+// broker of doc holds no replicas and leads nothing, showing progress on
+// w.
+func waitDrained(ctx context.Context, adm *kadm.Client, a *cli.Admin, doc *drainJSON, interval time.Duration, w, stderr io.Writer) error {
+	id := doc.Broker
+	bar := cli.NewProgress(w)
 	total := doc.ReplicasLeft
 	show := func() {
 		total = max(total, doc.ReplicasLeft)
-		bar.update(total-doc.ReplicasLeft, total, fmt.Sprintf("moved; replicas left on broker %d: %d → %d, leading %d", id, total, doc.ReplicasLeft, doc.LeadersLeft))
+		bar.Update(total-doc.ReplicasLeft, total, fmt.Sprintf("moved; replicas left on broker %d: %d → %d, leading %d", id, total, doc.ReplicasLeft, doc.LeadersLeft))
 	}
 	show()
 	doc.Waited = true
@@ -339,8 +352,8 @@ func brokersDrain(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	for doc.ReplicasLeft > 0 || doc.LeadersLeft > 0 {
 		select {
 		case <-ctx.Done():
-			bar.finish()
-			return af.fail(fmt.Sprintf("wait for broker %d to drain (%d replica(s), %d leadership(s) left; it stays draining, 'brokerfleet brokers undrain %d' stops that)", id, doc.ReplicasLeft, doc.LeadersLeft, id), ctx.Err())
+			bar.Finish()
+			return a.Fail(fmt.Sprintf("wait for broker %d to drain (%d replica(s), %d leadership(s) left; it stays draining, 'brokerfleet brokers undrain %d' stops that)", id, doc.ReplicasLeft, doc.LeadersLeft, id), ctx.Err())
 		case <-tick.C:
 		}
 		md, err := adm.Metadata(ctx)
@@ -348,18 +361,14 @@ func brokersDrain(ctx context.Context, args []string, stdout, stderr io.Writer, 
 			if ctx.Err() != nil {
 				continue // reported above
 			}
-			bar.finish()
+			bar.Finish()
 			fmt.Fprintf(stderr, "describe cluster: %v (retrying)\n", err)
 			continue
 		}
 		doc.LeadersLeft, doc.ReplicasLeft = brokerLoad(md, id)
 		show()
 	}
-	bar.finish()
+	bar.Finish()
 	doc.Drained = true
-	if af.json {
-		return writeJSON(stdout, doc)
-	}
-	fmt.Fprintf(stdout, "broker %d holds no replicas and leads no partitions; it may be stopped\n", id)
 	return nil
 }

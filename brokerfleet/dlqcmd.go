@@ -13,11 +13,11 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/stratamq/strata/brokerfleet/internal/cli"
 	"github.com/stratamq/strata/functions/dlqconsole"
 )
 
@@ -78,41 +78,43 @@ const defaultDLQConsole = "http://127.0.0.1:8081/console"
 
 // dlqFlags are the flags every dlq verb takes.
 type dlqFlags struct {
+	fs      *flag.FlagSet
 	console string
 	json    bool
 	timeout time.Duration
 }
 
-func (f *dlqFlags) register(fs *flag.FlagSet) {
-	f.console = defaultDLQConsole
-	if v := os.Getenv("STRATA_DLQ_CONSOLE"); v != "" {
-		f.console = v
-	}
-	fs.StringVar(&f.console, "console", f.console, "base `URL` of the DLQ console; STRATA_DLQ_CONSOLE sets the default")
-	fs.BoolVar(&f.json, "json", false, "print the API's JSON instead of tables")
-	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "limit for the whole command")
+// newDLQFlags returns the flag set of `brokerfleet dlq NAME` with the
+// flags every dlq verb takes.
+func newDLQFlags(name, help string) *dlqFlags {
+	f := &dlqFlags{fs: cli.NewFlagSet("dlq "+name, help)}
+	f.fs.StringVar(&f.console, "console", cli.Getenv("STRATA_DLQ_CONSOLE", defaultDLQConsole), "base `URL` of the DLQ console; STRATA_DLQ_CONSOLE sets the default")
+	f.fs.BoolVar(&f.json, "json", false, "print the API's JSON instead of tables")
+	f.fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "limit for the whole command")
+	return f
 }
 
 // parse parses args, which may mix flags and positional arguments, and
 // returns the positional ones.
-func (f *dlqFlags) parse(fs *flag.FlagSet, args []string, stderr io.Writer) ([]string, error) {
-	pos, err := parseInterspersed(fs, args, stderr)
+func (f *dlqFlags) parse(args []string, stderr io.Writer) ([]string, error) {
+	pos, err := cli.Parse(f.fs, args, stderr)
 	if err != nil {
 		return nil, err
 	}
-	source := "flag -console"
-	if !flagSet(fs, "console") && os.Getenv("STRATA_DLQ_CONSOLE") != "" {
-		source = "STRATA_DLQ_CONSOLE"
-	}
 	u, err := url.Parse(f.console)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, usageError{fmt.Errorf("invalid value %q for %s: want an http(s) URL such as %s", f.console, source, defaultDLQConsole)}
+		return nil, cli.Invalid(cli.Source(f.fs, "console", "STRATA_DLQ_CONSOLE"), f.console, "want an http(s) URL such as "+defaultDLQConsole)
 	}
 	f.console = strings.TrimRight(f.console, "/")
-	if f.timeout <= 0 {
-		return nil, usageError{fmt.Errorf("invalid value %s for flag -timeout: must be positive", f.timeout)}
+	if err := cli.Positive("timeout", f.timeout); err != nil {
+		return nil, err
 	}
 	return pos, nil
+}
+
+// print writes doc as JSON with -json, else calls text to print it.
+func (f *dlqFlags) print(w io.Writer, doc any, text func() error) error {
+	return cli.Print(w, f.json, doc, text)
 }
 
 // dlqAPIError is an error answer of the console.
@@ -174,16 +176,12 @@ func (f *dlqFlags) call(ctx context.Context, method, path string, body, into any
 }
 
 func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return runVerbs(ctx, "dlq", dlqHelp, []verb{{"list", dlqList}, {"show", dlqShow}, {"replay", dlqReplay}, {"purge", dlqPurge}}, args, stdout, stderr)
-}
-
-func newDLQFlags(name, help string) *flag.FlagSet {
-	fs := flag.NewFlagSet("dlq "+name, flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), help)
-		fs.PrintDefaults()
-	}
-	return fs
+	return cli.RunVerbs(ctx, "dlq", dlqHelp, []cli.Verb{
+		{Name: "list", Run: dlqList},
+		{Name: "show", Run: dlqShow},
+		{Name: "replay", Run: dlqReplay},
+		{Name: "purge", Run: dlqPurge},
+	}, args, stdout, stderr)
 }
 
 // parseDLQRef reads PARTITION:OFFSET.
@@ -192,7 +190,7 @@ func parseDLQRef(s, what string) (dlqconsole.LetterRef, error) {
 	p, perr := strconv.ParseInt(ps, 10, 32)
 	o, oerr := strconv.ParseInt(offs, 10, 64)
 	if !ok || perr != nil || oerr != nil || p < 0 || o < 0 {
-		return dlqconsole.LetterRef{}, usageError{fmt.Errorf("invalid %s %q: want PARTITION:OFFSET, both integers >= 0", what, s)}
+		return dlqconsole.LetterRef{}, cli.Usagef("invalid %s %q: want PARTITION:OFFSET, both integers >= 0", what, s)
 	}
 	return dlqconsole.LetterRef{Partition: int32(p), Offset: o}, nil
 }
@@ -200,10 +198,10 @@ func parseDLQRef(s, what string) (dlqconsole.LetterRef, error) {
 // dlqTopicArg checks the topic argument.
 func dlqTopicArg(pos []string) (string, []string, error) {
 	if len(pos) == 0 {
-		return "", nil, usageError{errors.New("name the .dlq topic")}
+		return "", nil, cli.Usagef("name the .dlq topic")
 	}
 	if !strings.HasSuffix(pos[0], ".dlq") {
-		return "", nil, usageError{fmt.Errorf("topic %q is not a dead-letter topic: its name must end in .dlq", pos[0])}
+		return "", nil, cli.Usagef("topic %q is not a dead-letter topic: its name must end in .dlq", pos[0])
 	}
 	return pos[0], pos[1:], nil
 }
@@ -213,17 +211,15 @@ func dlqTopicPath(topic string) string { return "/api/topics/" + url.PathEscape(
 // ---- list ----
 
 func dlqList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var df dlqFlags
-	fs := newDLQFlags("list", dlqListHelp)
-	df.register(fs)
-	limit := fs.Int("limit", 100, "letters per page, 1 to 1000 (with TOPIC)")
-	after := fs.String("after", "", "list the letters after `PARTITION:OFFSET` (the next page; with TOPIC)")
-	pos, err := df.parse(fs, args, stderr)
+	df := newDLQFlags("list", dlqListHelp)
+	limit := df.fs.Int("limit", 100, "letters per page, 1 to 1000 (with TOPIC)")
+	after := df.fs.String("after", "", "list the letters after `PARTITION:OFFSET` (the next page; with TOPIC)")
+	pos, err := df.parse(args, stderr)
 	if err != nil {
 		return err
 	}
 	if *limit < 1 || *limit > 1000 {
-		return usageError{fmt.Errorf("invalid value %d for flag -limit: want 1 to 1000", *limit)}
+		return cli.BadFlag("limit", *limit, "want 1 to 1000")
 	}
 	if *after != "" {
 		if _, err := parseDLQRef(*after, "value for flag -after"); err != nil {
@@ -232,31 +228,13 @@ func dlqList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	switch len(pos) {
 	case 0:
-		if flagSet(fs, "limit") || flagSet(fs, "after") {
-			return usageError{errors.New("flags -limit and -after need a TOPIC")}
+		if cli.IsSet(df.fs, "limit") || cli.IsSet(df.fs, "after") {
+			return cli.Usagef("flags -limit and -after need a TOPIC")
 		}
-		var doc struct {
-			Topics []dlqconsole.TopicSummary `json:"topics"`
-		}
-		if err := df.call(ctx, "GET", "/api/topics", nil, &doc); err != nil {
-			return fmt.Errorf("list DLQ topics: %w", err)
-		}
-		if df.json {
-			return writeJSON(stdout, doc)
-		}
-		if len(doc.Topics) == 0 {
-			fmt.Fprintln(stdout, "no DLQ topics")
-			return nil
-		}
-		tw := newTable(stdout)
-		row(tw, "TOPIC", "ORIGIN", "LETTERS", "PARTITIONS")
-		for _, t := range doc.Topics {
-			row(tw, t.Topic, t.OriginTopic, strconv.FormatInt(t.Letters, 10), strconv.Itoa(len(t.Partitions)))
-		}
-		return tw.Flush()
+		return dlqListTopics(ctx, df, stdout)
 	case 1:
 	default:
-		return usageError{fmt.Errorf("list takes at most one topic, got %q", pos)}
+		return cli.Usagef("list takes at most one topic, got %q", pos)
 	}
 	topic, _, err := dlqTopicArg(pos)
 	if err != nil {
@@ -270,25 +248,48 @@ func dlqList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := df.call(ctx, "GET", dlqTopicPath(topic)+"/letters?"+q.Encode(), nil, &page); err != nil {
 		return fmt.Errorf("list letters of %s: %w", topic, err)
 	}
-	if df.json {
-		return writeJSON(stdout, page)
+	return df.print(stdout, page, func() error { return printLetters(stdout, topic, page) })
+}
+
+// dlqListTopics lists the DLQ topics.
+func dlqListTopics(ctx context.Context, df *dlqFlags, stdout io.Writer) error {
+	var doc struct {
+		Topics []dlqconsole.TopicSummary `json:"topics"`
 	}
+	if err := df.call(ctx, "GET", "/api/topics", nil, &doc); err != nil {
+		return fmt.Errorf("list DLQ topics: %w", err)
+	}
+	return df.print(stdout, doc, func() error {
+		if len(doc.Topics) == 0 {
+			fmt.Fprintln(stdout, "no DLQ topics")
+			return nil
+		}
+		tw := cli.NewTable(stdout)
+		tw.Row("TOPIC", "ORIGIN", "LETTERS", "PARTITIONS")
+		for _, t := range doc.Topics {
+			tw.Row(t.Topic, t.OriginTopic, strconv.FormatInt(t.Letters, 10), strconv.Itoa(len(t.Partitions)))
+		}
+		return tw.Flush()
+	})
+}
+
+func printLetters(w io.Writer, topic string, page dlqconsole.LetterPage) error {
 	if len(page.Letters) == 0 {
-		fmt.Fprintf(stdout, "no dead letters left in %s\n", topic)
+		fmt.Fprintf(w, "no dead letters left in %s\n", topic)
 		return nil
 	}
-	tw := newTable(stdout)
-	row(tw, "PARTITION", "OFFSET", "TIME", "ORIGIN", "ATTEMPTS", "REPLAYS", "LAST-ERROR", "VALUE")
+	tw := cli.NewTable(w)
+	tw.Row("PARTITION", "OFFSET", "TIME", "ORIGIN", "ATTEMPTS", "REPLAYS", "LAST-ERROR", "VALUE")
 	for _, l := range page.Letters {
-		row(tw, strconv.Itoa(int(l.Partition)), strconv.FormatInt(l.Offset, 10), l.Timestamp.Format(time.RFC3339),
-			fmt.Sprintf("%s/%d@%d", orDash(l.OriginTopic), l.OriginPartition, l.OriginOffset),
-			strconv.Itoa(l.Attempts), strconv.Itoa(l.Replays), orDash(dlqOneLine(l.LastError, 60)), dlqOneLine(dlqShown(l.Value), 60))
+		tw.Row(strconv.Itoa(int(l.Partition)), strconv.FormatInt(l.Offset, 10), l.Timestamp.Format(time.RFC3339),
+			fmt.Sprintf("%s/%d@%d", cli.Dash(l.OriginTopic), l.OriginPartition, l.OriginOffset),
+			strconv.Itoa(l.Attempts), strconv.Itoa(l.Replays), cli.Dash(dlqOneLine(l.LastError, 60)), dlqOneLine(dlqShown(l.Value), 60))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if page.Next != "" {
-		fmt.Fprintf(stdout, "more: brokerfleet dlq list %s -after %s\n", topic, page.Next)
+		fmt.Fprintf(w, "more: brokerfleet dlq list %s -after %s\n", topic, page.Next)
 	}
 	return nil
 }
@@ -318,10 +319,8 @@ func dlqOneLine(s string, n int) string {
 // ---- show ----
 
 func dlqShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var df dlqFlags
-	fs := newDLQFlags("show", dlqShowHelp)
-	df.register(fs)
-	pos, err := df.parse(fs, args, stderr)
+	df := newDLQFlags("show", dlqShowHelp)
+	pos, err := df.parse(args, stderr)
 	if err != nil {
 		return err
 	}
@@ -340,32 +339,33 @@ func dlqShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 	default:
-		return usageError{errors.New("show takes TOPIC PARTITION OFFSET")}
+		return cli.Usagef("show takes TOPIC PARTITION OFFSET")
 	}
 	var l dlqconsole.Letter
 	if err := df.call(ctx, "GET", fmt.Sprintf("%s/letters/%d/%d", dlqTopicPath(topic), ref.Partition, ref.Offset), nil, &l); err != nil {
 		return fmt.Errorf("show letter %s %d@%d: %w", topic, ref.Partition, ref.Offset, err)
 	}
-	if df.json {
-		return writeJSON(stdout, l)
-	}
-	tw := newTable(stdout)
-	row(tw, "letter:", fmt.Sprintf("%s %d@%d", l.Topic, l.Partition, l.Offset))
-	row(tw, "time:", l.Timestamp.Format(time.RFC3339Nano))
-	row(tw, "origin:", fmt.Sprintf("%s partition %d offset %d", orDash(l.OriginTopic), l.OriginPartition, l.OriginOffset))
-	row(tw, "attempts:", strconv.Itoa(l.Attempts))
+	return df.print(stdout, l, func() error { return printLetter(stdout, l) })
+}
+
+func printLetter(stdout io.Writer, l dlqconsole.Letter) error {
+	tw := cli.NewTable(stdout)
+	tw.Row("letter:", fmt.Sprintf("%s %d@%d", l.Topic, l.Partition, l.Offset))
+	tw.Row("time:", l.Timestamp.Format(time.RFC3339Nano))
+	tw.Row("origin:", fmt.Sprintf("%s partition %d offset %d", cli.Dash(l.OriginTopic), l.OriginPartition, l.OriginOffset))
+	tw.Row("attempts:", strconv.Itoa(l.Attempts))
 	if l.FirstFailure != nil {
-		row(tw, "first failure:", l.FirstFailure.Format(time.RFC3339Nano))
+		tw.Row("first failure:", l.FirstFailure.Format(time.RFC3339Nano))
 	}
-	row(tw, "function:", orDash(l.Function))
-	row(tw, "last error:", orDash(dlqOneLine(l.LastError, 500)))
+	tw.Row("function:", cli.Dash(l.Function))
+	tw.Row("last error:", cli.Dash(dlqOneLine(l.LastError, 500)))
 	replays := strconv.Itoa(l.Replays)
 	if l.ReplayedAt != nil {
 		replays += " (last " + l.ReplayedAt.Format(time.RFC3339Nano) + ")"
 	}
-	row(tw, "replays:", replays)
+	tw.Row("replays:", replays)
 	if l.Handled {
-		row(tw, "handled:", "yes (the console already replayed or purged it)")
+		tw.Row("handled:", "yes (the console already replayed or purged it)")
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -375,10 +375,10 @@ func dlqShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if len(l.History) > 0 {
 		fmt.Fprintln(stdout, "\nfailure history:")
-		tw := newTable(stdout)
-		row(tw, "  ATTEMPT", "AT", "ERROR")
+		tw := cli.NewTable(stdout)
+		tw.Row("  ATTEMPT", "AT", "ERROR")
 		for _, f := range l.History {
-			row(tw, "  "+strconv.Itoa(f.Attempt), f.At.Format(time.RFC3339Nano), dlqOneLine(f.Error, 200))
+			tw.Row("  "+strconv.Itoa(f.Attempt), f.At.Format(time.RFC3339Nano), dlqOneLine(f.Error, 200))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -407,11 +407,9 @@ func dlqShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // ---- replay ----
 
 func dlqReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var df dlqFlags
-	fs := newDLQFlags("replay", dlqReplayHelp)
-	df.register(fs)
-	force := fs.Bool("force", false, "replay letters that were already replayed")
-	pos, err := df.parse(fs, args, stderr)
+	df := newDLQFlags("replay", dlqReplayHelp)
+	force := df.fs.Bool("force", false, "replay letters that were already replayed")
+	pos, err := df.parse(args, stderr)
 	if err != nil {
 		return err
 	}
@@ -420,7 +418,7 @@ func dlqReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	if len(rest) == 0 {
-		return usageError{errors.New("name the letters to replay as PARTITION:OFFSET")}
+		return cli.Usagef("name the letters to replay as PARTITION:OFFSET")
 	}
 	req := dlqconsole.ReplayRequest{Force: *force}
 	for _, s := range rest {
@@ -436,13 +434,14 @@ func dlqReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := df.call(ctx, "POST", dlqTopicPath(topic)+"/replay", req, &doc); err != nil {
 		return fmt.Errorf("replay %s: %w", topic, err)
 	}
-	if df.json {
-		return writeJSON(stdout, doc)
-	}
-	tw := newTable(stdout)
-	row(tw, "PARTITION", "OFFSET", "TO-TOPIC", "TO-PARTITION", "TO-OFFSET", "REPLAYS")
-	for _, r := range doc.Replayed {
-		row(tw, strconv.Itoa(int(r.Partition)), strconv.FormatInt(r.Offset, 10), r.OriginTopic,
+	return df.print(stdout, doc, func() error { return printReplayed(stdout, doc.Replayed) })
+}
+
+func printReplayed(stdout io.Writer, replayed []dlqconsole.ReplayResult) error {
+	tw := cli.NewTable(stdout)
+	tw.Row("PARTITION", "OFFSET", "TO-TOPIC", "TO-PARTITION", "TO-OFFSET", "REPLAYS")
+	for _, r := range replayed {
+		tw.Row(strconv.Itoa(int(r.Partition)), strconv.FormatInt(r.Offset, 10), r.OriginTopic,
 			strconv.Itoa(int(r.OriginPartition)), strconv.FormatInt(r.ReplayedOffset, 10), strconv.Itoa(r.Replays))
 	}
 	return tw.Flush()
@@ -467,13 +466,11 @@ func (f *dlqRefsFlag) Set(s string) error {
 }
 
 func dlqPurge(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var df dlqFlags
+	df := newDLQFlags("purge", dlqPurgeHelp)
 	var upTo dlqRefsFlag
-	fs := newDLQFlags("purge", dlqPurgeHelp)
-	df.register(fs)
-	all := fs.Bool("all", false, "purge every letter of the topic")
-	fs.Var(&upTo, "up-to", "purge the letters of a partition up to and including `PARTITION:OFFSET`, repeatable")
-	pos, err := df.parse(fs, args, stderr)
+	all := df.fs.Bool("all", false, "purge every letter of the topic")
+	df.fs.Var(&upTo, "up-to", "purge the letters of a partition up to and including `PARTITION:OFFSET`, repeatable")
+	pos, err := df.parse(args, stderr)
 	if err != nil {
 		return err
 	}
@@ -497,9 +494,9 @@ func dlqPurge(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	switch {
 	case n == 0:
-		return usageError{errors.New("name what to purge: -all, -up-to PARTITION:OFFSET, or letters as PARTITION:OFFSET")}
+		return cli.Usagef("name what to purge: -all, -up-to PARTITION:OFFSET, or letters as PARTITION:OFFSET")
 	case n > 1:
-		return usageError{errors.New("-all, -up-to and letters cannot be combined: give one of them")}
+		return cli.Usagef("-all, -up-to and letters cannot be combined: give one of them")
 	}
 	var doc struct {
 		Purged bool `json:"purged"`
@@ -507,18 +504,21 @@ func dlqPurge(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := df.call(ctx, "POST", dlqTopicPath(topic)+"/purge", req, &doc); err != nil {
 		return fmt.Errorf("purge %s: %w", topic, err)
 	}
-	if df.json {
-		return writeJSON(stdout, doc)
-	}
+	return df.print(stdout, doc, func() error {
+		printPurged(stdout, topic, req)
+		return nil
+	})
+}
+
+func printPurged(stdout io.Writer, topic string, req dlqconsole.PurgeRequest) {
 	switch {
-	case *all:
+	case req.All:
 		fmt.Fprintf(stdout, "purged every letter of %s\n", topic)
-	case len(upTo.refs) > 0:
-		for _, r := range upTo.refs {
+	case len(req.UpTo) > 0:
+		for _, r := range req.UpTo {
 			fmt.Fprintf(stdout, "purged the letters of %s partition %d up to offset %d\n", topic, r.Partition, r.Offset)
 		}
 	default:
 		fmt.Fprintf(stdout, "purged %d letter(s) of %s\n", len(req.Letters), topic)
 	}
-	return nil
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -71,34 +70,4 @@ func (f kvFlag) Set(s string) error {
 		f[strings.TrimSpace(k)] = strings.TrimSpace(v)
 	}
 	return nil
-}
-
-// verb is one subcommand of a command with verbs (groups, topics, ...).
-type verb struct {
-	name string
-	run  func(ctx context.Context, args []string, stdout, stderr io.Writer) error
-}
-
-// runVerbs runs the verb args[0] names with the rest of args, prints help
-// for help/-h/-help/--help, and names the verbs on a missing or unknown one.
-func runVerbs(ctx context.Context, cmd, help string, verbs []verb, args []string, stdout, stderr io.Writer) error {
-	names := make([]string, len(verbs))
-	for i, v := range verbs {
-		names[i] = v.name
-	}
-	want := strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
-	if len(args) == 0 {
-		return usageError{fmt.Errorf("missing verb: want %s (see 'brokerfleet %s -help')", want, cmd)}
-	}
-	switch args[0] {
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, help)
-		return nil
-	}
-	for _, v := range verbs {
-		if v.name == args[0] {
-			return v.run(ctx, args[1:], stdout, stderr)
-		}
-	}
-	return usageError{fmt.Errorf("unknown verb %q: want %s", args[0], want)}
 }

@@ -3,13 +3,14 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/stratamq/strata/brokerfleet/internal/cli"
 )
 
 const healthHelp = `usage: brokerfleet health [flags]
@@ -28,11 +29,7 @@ flags:
 
 func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	addr, timeout := "127.0.0.1:9644", 2*time.Second
-	fs := flag.NewFlagSet("health", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), healthHelp)
-		fs.PrintDefaults()
-	}
+	fs := cli.NewFlagSet("health", healthHelp)
 	fs.StringVar(&addr, "http", addr, "the broker's -http address (host:port)")
 	fs.DurationVar(&timeout, "timeout", timeout, "give up after this long")
 	ready := false
@@ -41,7 +38,7 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	if timeout <= 0 {
-		return usageError{fmt.Errorf("invalid value %v for flag -timeout: want a positive duration", timeout)}
+		return cli.BadFlag("timeout", timeout, "want a positive duration")
 	}
 	url, err := healthURL(addr)
 	if err != nil {

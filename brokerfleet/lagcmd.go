@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/stratamq/strata/brokerfleet/internal/cli"
 )
 
 const lagHelp = `usage: brokerfleet lag [flags]
@@ -57,69 +59,65 @@ type lagJSON struct {
 }
 
 func runLag(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var (
-		af     adminFlags
-		groups stringsFlag
-		every  time.Duration
-		once   bool
-	)
-	fs := newCmdFlags("lag", lagHelp)
-	af.register(fs)
-	fs.Lookup("timeout").Usage = "limit for each view, connecting included"
-	fs.Var(&groups, "group", "only group `G[,G...]`, repeatable (default: every group)")
-	fs.DurationVar(&every, "watch", 2*time.Second, "redraw every `interval`")
-	fs.BoolVar(&once, "once", false, "print the view once and exit")
-	pos, err := af.parse(fs, args, stderr)
+	a := cli.NewAdmin("lag", lagHelp)
+	a.Flags.Lookup("timeout").Usage = "limit for each view, connecting included"
+	var groups cli.Strings
+	a.Flags.Var(&groups, "group", "only group `G[,G...]`, repeatable (default: every group)")
+	every := a.Flags.Duration("watch", 2*time.Second, "redraw every `interval`")
+	once := a.Flags.Bool("once", false, "print the view once and exit")
+	pos, err := a.Parse(args, stderr)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usageError{fmt.Errorf("unexpected argument %q (groups are named with -group)", pos[0])}
+		return cli.Usagef("unexpected argument %q (groups are named with -group)", pos[0])
 	}
-	if every <= 0 {
-		return usageError{fmt.Errorf("invalid value %s for flag -watch: must be positive", every)}
+	if err := cli.Positive("watch", *every); err != nil {
+		return err
 	}
-	groups = dedupe(groups)
-	tty := isTerminal(stdout)
-	loop := !once && (tty || flagSet(fs, "watch"))
+	groups = cli.Distinct(groups)
+	tty := cli.IsTerminal(stdout)
+	loop := !*once && (tty || cli.IsSet(a.Flags, "watch"))
 
-	adm, _, cancel, err := af.connect(ctx)
+	adm, err := a.Client() // each view has its own -timeout
 	if err != nil {
 		return err
 	}
 	defer adm.Close()
-	cancel() // each view has its own -timeout
 
 	view := func() (lagJSON, error) {
-		vctx, cancel := context.WithTimeout(ctx, af.timeout)
+		vctx, cancel := context.WithTimeout(ctx, a.Timeout)
 		defer cancel()
-		return lagView(vctx, adm, &af, groups)
+		return lagView(vctx, adm, a, groups)
 	}
 	if !loop {
 		doc, err := view()
 		if err != nil {
 			return err
 		}
-		if af.json {
-			return writeJSON(stdout, doc)
-		}
-		return printLag(stdout, doc)
+		return a.Print(stdout, doc, func() error { return printLag(stdout, doc) })
 	}
+	return watchLag(ctx, a.JSON, tty, *every, view, stdout, stderr)
+}
 
+// watchLag prints a view every interval until ctx ends (Ctrl-C): on a
+// terminal it redraws the screen, else it appends; with -json (asJSON)
+// each view is one document and errors go to stderr.
+func watchLag(ctx context.Context, asJSON, tty bool, every time.Duration, view func() (lagJSON, error), stdout, stderr io.Writer) error {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		doc, err := view()
 		var frame bytes.Buffer
-		if tty && !af.json {
+		if tty && !asJSON {
 			frame.WriteString(clearScreen)
 		}
 		switch {
 		case ctx.Err() != nil:
 			return nil // Ctrl-C
-		case af.json && err == nil:
-			_ = writeJSON(&frame, doc)
-		case af.json:
+		case asJSON && err == nil:
+			_ = cli.WriteJSON(&frame, doc)
+		case asJSON:
 			fmt.Fprintf(stderr, "brokerfleet lag: %v\n", err)
 		default:
 			fmt.Fprintf(&frame, "lag every %s at %s (Ctrl-C to stop)\n\n", every, time.Now().UTC().Format("15:04:05 UTC"))
@@ -144,13 +142,13 @@ func runLag(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 }
 
 // lagView describes the lag of groups, or of every group if none is named.
-func lagView(ctx context.Context, adm *kadm.Client, af *adminFlags, named []string) (lagJSON, error) {
+func lagView(ctx context.Context, adm *kadm.Client, a *cli.Admin, named []string) (lagJSON, error) {
 	doc := lagJSON{Time: time.Now().UTC(), Groups: []lagGroupJSON{}}
 	names := named
 	if len(names) == 0 {
 		listed, err := adm.ListGroups(ctx)
 		if se, ok := errors.AsType[*kadm.ShardErrors](err); err != nil && (!ok || se.AllFailed) {
-			return doc, af.fail("list groups", err)
+			return doc, a.Fail("list groups", err)
 		}
 		names = listed.Groups()
 	}
@@ -159,7 +157,7 @@ func lagView(ctx context.Context, adm *kadm.Client, af *adminFlags, named []stri
 	}
 	lags, err := adm.Lag(ctx, names...)
 	if err != nil {
-		return doc, af.fail("describe groups", err)
+		return doc, a.Fail("describe groups", err)
 	}
 	for _, l := range lags.Sorted() {
 		if groupMissing(l.Error(), l.State) {
@@ -179,15 +177,7 @@ func lagView(ctx context.Context, adm *kadm.Client, af *adminFlags, named []stri
 			if pl.End.Err == nil && pl.End.Offset >= 0 {
 				p.LogEndOffset = i64p(pl.End.Offset)
 			}
-			if pl.Commit.At >= 0 {
-				p.CurrentOffset = i64p(pl.Commit.At)
-				if pl.Err == nil {
-					p.Lag = i64p(pl.Lag)
-				}
-			}
-			if pl.Err != nil {
-				p.Error = pl.Err.Error()
-			}
+			p.CurrentOffset, p.Lag, p.Error = commitAndLag(pl)
 			g.Partitions = append(g.Partitions, p)
 		}
 		g.TotalLag = committedLag(l.Lag)
@@ -204,19 +194,19 @@ func printLag(w io.Writer, doc lagJSON) error {
 		fmt.Fprintln(w, "no groups")
 		return nil
 	}
-	tw := newTable(w)
-	row(tw, "GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG")
+	tw := cli.NewTable(w)
+	tw.Row("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG")
 	for _, g := range doc.Groups {
 		for _, p := range g.Partitions {
-			row(tw, g.Group, p.Topic, strconv.Itoa(int(p.Partition)), i64Dash(p.CurrentOffset), i64Dash(p.LogEndOffset), i64Dash(p.Lag))
+			tw.Row(g.Group, p.Topic, strconv.Itoa(int(p.Partition)), cli.Int64(p.CurrentOffset), cli.Int64(p.LogEndOffset), cli.Int64(p.Lag))
 		}
 	}
-	fmt.Fprintln(tw)
-	row(tw, "GROUP", "STATE", "MEMBERS", "TOTAL-LAG")
+	tw.Row()
+	tw.Row("GROUP", "STATE", "MEMBERS", "TOTAL-LAG")
 	for _, g := range doc.Groups {
-		row(tw, g.Group, orDash(g.State), strconv.Itoa(g.Members), i64Dash(g.TotalLag))
+		tw.Row(g.Group, cli.Dash(g.State), strconv.Itoa(g.Members), cli.Int64(g.TotalLag))
 	}
-	row(tw, "all groups", "", "", strconv.FormatInt(doc.TotalLag, 10))
+	tw.Row("all groups", "", "", strconv.FormatInt(doc.TotalLag, 10))
 	if err := tw.Flush(); err != nil {
 		return err
 	}

@@ -25,6 +25,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/stratamq/strata/brokerfleet/internal/cli"
 )
 
 const usage = `usage: brokerfleet <command> [flags]
@@ -100,7 +102,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
-	case errors.As(err, &ue):
+	case errors.As(err, &ue), cli.IsUsage(err):
 		fmt.Fprintf(stderr, "brokerfleet %s: %v\n", args[0], err)
 		return 2
 	default:
@@ -109,7 +111,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-// usageError marks an error in the command line or environment.
+// usageError marks an error in the command line or environment of serve,
+// dev and bench; the admin commands return cli.UsageError.
 type usageError struct{ error }
 
 func (e usageError) Unwrap() error { return e.error }

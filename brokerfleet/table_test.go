@@ -220,36 +220,6 @@ func (e *adminEnv) goldenEventually(name string, cmd func() string) {
 	golden(t, name, out)
 }
 
-func TestProgressBar(t *testing.T) {
-	t.Parallel()
-	require.Equal(t, "[>                   ]", progressBar(0, 14))
-	require.Equal(t, "[==========>         ]", progressBar(7, 14))
-	require.Equal(t, "[====================]", progressBar(14, 14))
-	require.Equal(t, "[====================]", progressBar(0, 0))
-	require.Equal(t, "[===================>]", progressBar(99, 100))
-
-	// Not a terminal: one line per change, no carriage returns.
-	var buf bytes.Buffer
-	p := newProgress(&buf)
-	p.update(0, 2, "partitions reassigned")
-	p.update(0, 2, "partitions reassigned")
-	p.update(1, 2, "partitions reassigned")
-	p.update(2, 2, "partitions reassigned")
-	p.finish()
-	require.Equal(t, "[>                   ] 0/2 partitions reassigned\n"+
-		"[==========>         ] 1/2 partitions reassigned\n"+
-		"[====================] 2/2 partitions reassigned\n", buf.String())
-	require.NotContains(t, buf.String(), "\r")
-
-	// A terminal redraws in place.
-	p = &progress{w: &buf, tty: true}
-	buf.Reset()
-	p.update(1, 2, "long text here")
-	p.update(2, 2, "short")
-	p.finish()
-	require.Equal(t, "\r[==========>         ] 1/2 long text here\r[====================] 2/2 short         \n", buf.String())
-}
-
 func TestNormalizeKeepsLastProgressLine(t *testing.T) {
 	t.Parallel()
 	in := "head 127.0.0.1:45123\n[>                   ] a\n[==========>         ] b\n[====================] c\ndone at 21:04:05 UTC\n"

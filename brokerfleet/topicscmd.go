@@ -16,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stratamq/strata/brokerfleet/internal/cli"
 )
 
 const topicsHelp = `usage: brokerfleet topics <verb> [flags] [TOPIC...]
@@ -78,25 +80,22 @@ flags:
 )
 
 func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return runVerbs(ctx, "topics", topicsHelp, []verb{{"list", topicsList}, {"describe", topicsDescribe}, {"create", topicsCreate}, {"alter", topicsAlter}, {"delete", topicsDelete}}, args, stdout, stderr)
+	return cli.RunVerbs(ctx, "topics", topicsHelp, []cli.Verb{
+		{Name: "list", Run: topicsList},
+		{Name: "describe", Run: topicsDescribe},
+		{Name: "create", Run: topicsCreate},
+		{Name: "alter", Run: topicsAlter},
+		{Name: "delete", Run: topicsDelete},
+	}, args, stdout, stderr)
 }
 
 // topicNames returns the positional topic names in order, without
 // duplicates, or a usage error if there are none.
 func topicNames(pos []string) ([]string, error) {
-	if len(pos) == 0 {
-		return nil, usageError{errors.New("name at least one topic (argument TOPIC)")}
+	if slices.Contains(pos, "") {
+		return nil, cli.Usagef("empty topic name (argument TOPIC)")
 	}
-	var names []string
-	for _, t := range pos {
-		if t == "" {
-			return nil, usageError{errors.New("empty topic name (argument TOPIC)")}
-		}
-		if !slices.Contains(names, t) {
-			names = append(names, t)
-		}
-	}
-	return names, nil
+	return cli.Names(pos, "name at least one topic (argument TOPIC)")
 }
 
 // partitionHealth is what describe and list say of a partition.
@@ -108,10 +107,10 @@ func partitionHealth(p kadm.PartitionDetail) (offline, underReplicated bool) {
 
 // describeTopics returns the metadata of the named topics, or an error
 // naming the first that does not exist.
-func describeTopics(ctx context.Context, adm *kadm.Client, af *adminFlags, names []string) (kadm.TopicDetails, error) {
+func describeTopics(ctx context.Context, adm *kadm.Client, a *cli.Admin, names []string) (kadm.TopicDetails, error) {
 	td, err := adm.ListTopicsWithInternal(ctx, names...)
 	if err != nil {
-		return nil, af.fail("describe topics", err)
+		return nil, a.Fail("describe topics", err)
 	}
 	for _, name := range names {
 		d, ok := td[name]
@@ -123,6 +122,21 @@ func describeTopics(ctx context.Context, adm *kadm.Client, af *adminFlags, names
 		}
 	}
 	return td, nil
+}
+
+// errWithMessage joins a Kafka error and the broker's message, if any.
+func errWithMessage(err error, msg string) string {
+	if msg == "" || strings.Contains(err.Error(), msg) {
+		return err.Error()
+	}
+	return err.Error() + ": " + msg
+}
+
+func orEmpty(ids []int32) []int32 {
+	if ids == nil {
+		return []int32{}
+	}
+	return ids
 }
 
 // ---- list ----
@@ -139,67 +153,63 @@ type listedTopicJSON struct {
 }
 
 func topicsList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var af adminFlags
-	var internal bool
-	fs := newCmdFlags("topics list", topicsListHelp)
-	af.register(fs)
-	fs.BoolVar(&internal, "internal", false, "include internal topics")
-	pos, err := af.parse(fs, args, stderr)
+	a := cli.NewAdmin("topics list", topicsListHelp)
+	internal := a.Flags.Bool("internal", false, "include internal topics")
+	pos, err := a.Parse(args, stderr)
 	if err != nil {
 		return err
 	}
-	if len(pos) > 0 {
-		return usageError{fmt.Errorf("unexpected argument %q", pos[0])}
-	}
-	adm, ctx, cancel, err := af.connect(ctx)
-	if err != nil {
+	if err := cli.NoArgs(pos); err != nil {
 		return err
 	}
-	defer adm.Close()
-	defer cancel()
-
-	td, err := adm.ListTopicsWithInternal(ctx)
-	if err != nil {
-		return af.fail("list topics", err)
-	}
-	out := make([]listedTopicJSON, 0, len(td))
-	for _, d := range td.Sorted() {
-		if d.IsInternal && !internal {
-			continue
+	return a.Run(ctx, func(ctx context.Context, adm *kadm.Client) error {
+		td, err := adm.ListTopicsWithInternal(ctx)
+		if err != nil {
+			return a.Fail("list topics", err)
 		}
-		t := listedTopicJSON{Topic: d.Topic, ID: d.ID.String(), Internal: d.IsInternal,
-			Partitions: len(d.Partitions), ReplicationFactor: d.Partitions.NumReplicas()}
-		if d.Err != nil {
-			t.Error = d.Err.Error()
-		}
-		for _, p := range d.Partitions {
-			off, under := partitionHealth(p)
-			if off {
-				t.Offline++
-			}
-			if under {
-				t.UnderReplicated++
+		out := make([]listedTopicJSON, 0, len(td))
+		for _, d := range td.Sorted() {
+			if !d.IsInternal || *internal {
+				out = append(out, listedTopic(d))
 			}
 		}
-		out = append(out, t)
-	}
-	if af.json {
-		return writeJSON(stdout, struct {
+		return a.Print(stdout, struct {
 			Topics []listedTopicJSON `json:"topics"`
-		}{out})
+		}{out}, func() error { return printListedTopics(stdout, stderr, out) })
+	})
+}
+
+func listedTopic(d kadm.TopicDetail) listedTopicJSON {
+	t := listedTopicJSON{Topic: d.Topic, ID: d.ID.String(), Internal: d.IsInternal,
+		Partitions: len(d.Partitions), ReplicationFactor: d.Partitions.NumReplicas()}
+	if d.Err != nil {
+		t.Error = d.Err.Error()
 	}
+	for _, p := range d.Partitions {
+		off, under := partitionHealth(p)
+		if off {
+			t.Offline++
+		}
+		if under {
+			t.UnderReplicated++
+		}
+	}
+	return t
+}
+
+func printListedTopics(stdout, stderr io.Writer, out []listedTopicJSON) error {
 	if len(out) == 0 {
 		fmt.Fprintln(stdout, "no topics")
 		return nil
 	}
-	tw := newTable(stdout)
-	row(tw, "TOPIC", "PARTITIONS", "REPLICATION-FACTOR", "UNDER-REPLICATED", "OFFLINE")
+	tw := cli.NewTable(stdout)
+	tw.Row("TOPIC", "PARTITIONS", "REPLICATION-FACTOR", "UNDER-REPLICATED", "OFFLINE")
 	for _, t := range out {
 		name := t.Topic
 		if t.Internal {
 			name += " (internal)"
 		}
-		row(tw, name, strconv.Itoa(t.Partitions), strconv.Itoa(t.ReplicationFactor), strconv.Itoa(t.UnderReplicated), strconv.Itoa(t.Offline))
+		tw.Row(name, strconv.Itoa(t.Partitions), strconv.Itoa(t.ReplicationFactor), strconv.Itoa(t.UnderReplicated), strconv.Itoa(t.Offline))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -237,10 +247,8 @@ type describedTopicJSON struct {
 }
 
 func topicsDescribe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var af adminFlags
-	fs := newCmdFlags("topics describe", topicsDescribeHelp)
-	af.register(fs)
-	pos, err := af.parse(fs, args, stderr)
+	a := cli.NewAdmin("topics describe", topicsDescribeHelp)
+	pos, err := a.Parse(args, stderr)
 	if err != nil {
 		return err
 	}
@@ -248,67 +256,65 @@ func topicsDescribe(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	adm, ctx, cancel, err := af.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer adm.Close()
-	defer cancel()
-
-	td, err := describeTopics(ctx, adm, &af, names)
-	if err != nil {
-		return err
-	}
-	configs, err := describeTopicConfigs(ctx, adm, names)
-	if _, ok := errors.AsType[*kadm.ShardErrors](err); !ok && err != nil {
-		return af.fail("describe topic configs", err)
-	}
-	var out []describedTopicJSON
-	for _, name := range names {
-		d := td[name]
-		t := describedTopicJSON{Topic: name, ID: d.ID.String(), Internal: d.IsInternal,
-			ReplicationFactor: d.Partitions.NumReplicas(), Configs: map[string]string{}}
-		rc, cerr := configs.On(name, nil)
-		switch {
-		case cerr != nil && err != nil:
-			t.ConfigsError = err.Error()
-		case cerr != nil:
-			t.ConfigsError = "not in the response"
-		case rc.Err != nil:
-			t.ConfigsError = rc.Err.Error()
-		}
-		for _, c := range rc.Configs {
-			if c.Source == kmsg.ConfigSourceDynamicTopicConfig && !c.Sensitive {
-				t.Configs[c.Key] = c.MaybeValue()
-			}
-		}
-		t.Partitions = []describedPartitionJSON{}
-		for _, p := range d.Partitions.Sorted() {
-			dp := describedPartitionJSON{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
-				Replicas: orEmpty(p.Replicas), ISR: orEmpty(p.ISR), OfflineReplicas: orEmpty(p.OfflineReplicas)}
-			dp.Offline, dp.UnderReplicated = partitionHealth(p)
-			if p.Err != nil && !(dp.Offline && errors.Is(p.Err, kerr.LeaderNotAvailable)) { // offline says that
-				dp.Error = p.Err.Error()
-			}
-			t.Partitions = append(t.Partitions, dp)
-		}
-		out = append(out, t)
-	}
-
-	if af.json {
-		return writeJSON(stdout, struct {
-			Topics []describedTopicJSON `json:"topics"`
-		}{out})
-	}
-	for i, t := range out {
-		if i > 0 {
-			fmt.Fprintln(stdout)
-		}
-		if err := printDescribedTopic(stdout, t); err != nil {
+	return a.Run(ctx, func(ctx context.Context, adm *kadm.Client) error {
+		td, err := describeTopics(ctx, adm, a, names)
+		if err != nil {
 			return err
 		}
+		configs, err := describeTopicConfigs(ctx, adm, names)
+		if _, ok := errors.AsType[*kadm.ShardErrors](err); !ok && err != nil {
+			return a.Fail("describe topic configs", err)
+		}
+		var out []describedTopicJSON
+		for _, name := range names {
+			out = append(out, describedTopic(td[name], configs, err))
+		}
+		return a.Print(stdout, struct {
+			Topics []describedTopicJSON `json:"topics"`
+		}{out}, func() error {
+			for i, t := range out {
+				if i > 0 {
+					fmt.Fprintln(stdout)
+				}
+				if err := printDescribedTopic(stdout, t); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+}
+
+// describedTopic is d with its configs; configsErr is why some configs
+// were not described.
+func describedTopic(d kadm.TopicDetail, configs kadm.ResourceConfigs, configsErr error) describedTopicJSON {
+	t := describedTopicJSON{Topic: d.Topic, ID: d.ID.String(), Internal: d.IsInternal,
+		ReplicationFactor: d.Partitions.NumReplicas(), Configs: map[string]string{}}
+	rc, cerr := configs.On(d.Topic, nil)
+	switch {
+	case cerr != nil && configsErr != nil:
+		t.ConfigsError = configsErr.Error()
+	case cerr != nil:
+		t.ConfigsError = "not in the response"
+	case rc.Err != nil:
+		t.ConfigsError = rc.Err.Error()
 	}
-	return nil
+	for _, c := range rc.Configs {
+		if c.Source == kmsg.ConfigSourceDynamicTopicConfig && !c.Sensitive {
+			t.Configs[c.Key] = c.MaybeValue()
+		}
+	}
+	t.Partitions = []describedPartitionJSON{}
+	for _, p := range d.Partitions.Sorted() {
+		dp := describedPartitionJSON{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
+			Replicas: orEmpty(p.Replicas), ISR: orEmpty(p.ISR), OfflineReplicas: orEmpty(p.OfflineReplicas)}
+		dp.Offline, dp.UnderReplicated = partitionHealth(p)
+		if p.Err != nil && !(dp.Offline && errors.Is(p.Err, kerr.LeaderNotAvailable)) { // offline says that
+			dp.Error = p.Err.Error()
+		}
+		t.Partitions = append(t.Partitions, dp)
+	}
+	return t
 }
 
 // describeTopicConfigs describes the configs of topics that exist. The
@@ -330,13 +336,6 @@ func describeTopicConfigs(ctx context.Context, adm *kadm.Client, names []string)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-func orEmpty(ids []int32) []int32 {
-	if ids == nil {
-		return []int32{}
-	}
-	return ids
 }
 
 func printDescribedTopic(w io.Writer, t describedTopicJSON) error {
@@ -372,8 +371,8 @@ func printDescribedTopic(w io.Writer, t describedTopicJSON) error {
 		}
 	}
 	fmt.Fprintln(w)
-	tw := newTable(w)
-	row(tw, "PARTITION", "LEADER", "REPLICAS", "ISR", "OFFLINE-REPLICAS", "STATUS")
+	tw := cli.NewTable(w)
+	tw.Row("PARTITION", "LEADER", "REPLICAS", "ISR", "OFFLINE-REPLICAS", "STATUS")
 	for _, p := range t.Partitions {
 		leader := "-"
 		if p.Leader >= 0 {
@@ -389,7 +388,7 @@ func printDescribedTopic(w io.Writer, t describedTopicJSON) error {
 		if p.Error != "" {
 			status = append(status, p.Error)
 		}
-		row(tw, strconv.Itoa(int(p.Partition)), leader, int32List(p.Replicas), int32List(p.ISR), int32List(p.OfflineReplicas), orDash(strings.Join(status, ", ")))
+		tw.Row(strconv.Itoa(int(p.Partition)), leader, cli.Int32s(p.Replicas), cli.Int32s(p.ISR), cli.Int32s(p.OfflineReplicas), cli.Dash(strings.Join(status, ", ")))
 	}
 	return tw.Flush()
 }
@@ -406,18 +405,12 @@ type createdTopicJSON struct {
 }
 
 func topicsCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var (
-		af         adminFlags
-		partitions int
-		rf         int
-		configs    configFlag
-	)
-	fs := newCmdFlags("topics create", topicsCreateHelp)
-	af.register(fs)
-	fs.IntVar(&partitions, "partitions", -1, "number of partitions `N`; -1: the cluster default (num.partitions)")
-	fs.IntVar(&rf, "replication-factor", -1, "replicas `R` of each partition; -1: the cluster default (default.replication.factor)")
-	fs.Var(&configs, "config", "topic config `key=value`, repeatable")
-	pos, err := af.parse(fs, args, stderr)
+	a := cli.NewAdmin("topics create", topicsCreateHelp)
+	var configs configFlag
+	partitions := a.Flags.Int("partitions", -1, "number of partitions `N`; -1: the cluster default (num.partitions)")
+	rf := a.Flags.Int("replication-factor", -1, "replicas `R` of each partition; -1: the cluster default (default.replication.factor)")
+	a.Flags.Var(&configs, "config", "topic config `key=value`, repeatable")
+	pos, err := a.Parse(args, stderr)
 	if err != nil {
 		return err
 	}
@@ -425,32 +418,28 @@ func topicsCreate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	if partitions == 0 || partitions < -1 || partitions > 1<<20 {
-		return usageError{fmt.Errorf("invalid value %d for flag -partitions: want at least 1, or -1 for the cluster default", partitions)}
+	if *partitions == 0 || *partitions < -1 || *partitions > 1<<20 {
+		return cli.BadFlag("partitions", *partitions, "want at least 1, or -1 for the cluster default")
 	}
-	if rf == 0 || rf < -1 || rf > 1<<15-1 {
-		return usageError{fmt.Errorf("invalid value %d for flag -replication-factor: want at least 1, or -1 for the cluster default", rf)}
+	if *rf == 0 || *rf < -1 || *rf > 1<<15-1 {
+		return cli.BadFlag("replication-factor", *rf, "want at least 1, or -1 for the cluster default")
 	}
-	adm, ctx, cancel, err := af.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer adm.Close()
-	defer cancel()
-
-	var cfg map[string]*string
-	for _, k := range configs.keys {
-		if cfg == nil {
-			cfg = map[string]*string{}
+	return a.Run(ctx, func(ctx context.Context, adm *kadm.Client) error {
+		resps, err := adm.CreateTopics(ctx, int32(*partitions), int16(*rf), configs.request(), names...)
+		if err != nil {
+			return a.Fail("create topics", err)
 		}
-		cfg[k] = kadm.StringPtr(configs.values[k])
-	}
-	resps, err := adm.CreateTopics(ctx, int32(partitions), int16(rf), cfg, names...)
-	if err != nil {
-		return af.fail("create topics", err)
-	}
+		out, outs := createdTopics(names, resps)
+		return a.Report(stdout, "topic", "created", outs, struct {
+			Topics []createdTopicJSON `json:"topics"`
+		}{out})
+	})
+}
+
+// createdTopics says what became of each of names.
+func createdTopics(names []string, resps kadm.CreateTopicResponses) ([]createdTopicJSON, []cli.Outcome) {
 	var out []createdTopicJSON
-	failed := 0
+	var outs []cli.Outcome
 	for _, name := range names {
 		t := createdTopicJSON{Topic: name}
 		r, ok := resps[name]
@@ -464,178 +453,11 @@ func topicsCreate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		default:
 			t.Error = errWithMessage(r.Err, r.ErrMessage)
 		}
-		if !t.Created {
-			failed++
-		}
 		out = append(out, t)
+		outs = append(outs, cli.Outcome{Name: name, Done: t.Created, Error: t.Error,
+			Text: fmt.Sprintf("created with %d partition(s), replication factor %d", t.Partitions, t.ReplicationFactor)})
 	}
-	if af.json {
-		if err := writeJSON(stdout, struct {
-			Topics []createdTopicJSON `json:"topics"`
-		}{out}); err != nil {
-			return err
-		}
-	} else {
-		for _, t := range out {
-			if t.Created {
-				fmt.Fprintf(stdout, "topic %s: created with %d partition(s), replication factor %d\n", t.Topic, t.Partitions, t.ReplicationFactor)
-			} else {
-				fmt.Fprintf(stdout, "topic %s: not created: %s\n", t.Topic, t.Error)
-			}
-		}
-	}
-	switch {
-	case failed == 0:
-		return nil
-	case len(out) == 1:
-		return fmt.Errorf("topic %s not created: %s", out[0].Topic, out[0].Error)
-	}
-	return fmt.Errorf("%d of %d topics not created", failed, len(out))
-}
-
-// errWithMessage joins a Kafka error and the broker's message, if any.
-func errWithMessage(err error, msg string) string {
-	if msg == "" || strings.Contains(err.Error(), msg) {
-		return err.Error()
-	}
-	return err.Error() + ": " + msg
-}
-
-// ---- alter ----
-
-type alteredTopicJSON struct {
-	Topic          string            `json:"topic"`
-	PartitionsFrom int               `json:"partitionsFrom"`
-	PartitionsTo   int               `json:"partitionsTo"`
-	Set            map[string]string `json:"set"`
-	Deleted        []string          `json:"deleted"`
-}
-
-func topicsAlter(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var (
-		af         adminFlags
-		partitions int
-		configs    configFlag
-		deletes    stringsFlag
-	)
-	fs := newCmdFlags("topics alter", topicsAlterHelp)
-	af.register(fs)
-	fs.IntVar(&partitions, "partitions", 0, "raise the partition count to `N` (partitions cannot be removed)")
-	fs.Var(&configs, "config", "set topic config `key=value`, repeatable")
-	fs.Var(&deletes, "delete-config", "delete topic config `key[,key...]` (back to the default), repeatable")
-	pos, err := af.parse(fs, args, stderr)
-	if err != nil {
-		return err
-	}
-	switch {
-	case len(pos) == 0:
-		return usageError{errors.New("name the topic to alter (argument TOPIC)")}
-	case len(pos) > 1:
-		return usageError{fmt.Errorf("alter takes one topic, got %q", pos)}
-	case flagSet(fs, "partitions") && partitions < 1:
-		return usageError{fmt.Errorf("invalid value %d for flag -partitions: want the new total, at least 1", partitions)}
-	case !flagSet(fs, "partitions") && len(configs.keys) == 0 && len(deletes) == 0:
-		return usageError{errors.New("nothing to change: give -partitions, -config or -delete-config")}
-	}
-	deletes = dedupe(deletes)
-	for _, k := range deletes {
-		if _, ok := configs.values[k]; ok {
-			return usageError{fmt.Errorf("config %s is both set (flag -config) and deleted (flag -delete-config)", k)}
-		}
-	}
-	name := pos[0]
-	adm, ctx, cancel, err := af.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer adm.Close()
-	defer cancel()
-
-	td, err := describeTopics(ctx, adm, &af, []string{name})
-	if err != nil {
-		return err
-	}
-	doc := alteredTopicJSON{Topic: name, PartitionsFrom: len(td[name].Partitions), Set: map[string]string{}, Deleted: []string{}}
-	doc.PartitionsTo = doc.PartitionsFrom
-	addPartitions := flagSet(fs, "partitions") && partitions != doc.PartitionsFrom
-	if addPartitions && partitions < doc.PartitionsFrom {
-		return fmt.Errorf("topic %s has %d partitions; they cannot be reduced to %d (flag -partitions)", name, doc.PartitionsFrom, partitions)
-	}
-	var alters []kadm.AlterConfig
-	for _, k := range configs.keys {
-		alters = append(alters, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: kadm.StringPtr(configs.values[k])})
-	}
-	for _, k := range deletes {
-		alters = append(alters, kadm.AlterConfig{Op: kadm.DeleteConfig, Name: k})
-	}
-
-	// Validate everything, then apply: a bad config must not leave the
-	// partitions added.
-	for _, dry := range []bool{true, false} {
-		if addPartitions {
-			f := adm.UpdatePartitions
-			if dry {
-				f = adm.ValidateUpdatePartitions
-			}
-			rs, err := f(ctx, partitions, name)
-			if err != nil {
-				return af.fail("add partitions to topic "+name, err)
-			}
-			r, ok := rs[name]
-			switch {
-			case !ok:
-				return fmt.Errorf("add partitions to topic %s: not in the response", name)
-			case r.Err != nil:
-				return fmt.Errorf("add partitions to topic %s (flag -partitions): %s", name, errWithMessage(r.Err, r.ErrMessage))
-			}
-		}
-		if len(alters) > 0 {
-			f := adm.AlterTopicConfigs
-			if dry {
-				f = adm.ValidateAlterTopicConfigs
-			}
-			rs, err := f(ctx, alters, name)
-			if err != nil {
-				return af.fail("alter configs of topic "+name, err)
-			}
-			r, err := rs.On(name, nil)
-			switch {
-			case err != nil:
-				return fmt.Errorf("alter configs of topic %s: not in the response", name)
-			case r.Err != nil:
-				what := "alter configs of topic " + name
-				if dry && addPartitions {
-					what += " (nothing changed)"
-				} else if addPartitions {
-					what += fmt.Sprintf(" (partitions were raised to %d)", partitions)
-				}
-				return fmt.Errorf("%s (flag -config or -delete-config): %s", what, errWithMessage(r.Err, r.ErrMessage))
-			}
-		}
-	}
-	if addPartitions {
-		doc.PartitionsTo = partitions
-	}
-	for _, k := range configs.keys {
-		doc.Set[k] = configs.values[k]
-	}
-	doc.Deleted = append(doc.Deleted, deletes...)
-
-	if af.json {
-		return writeJSON(stdout, doc)
-	}
-	if addPartitions {
-		fmt.Fprintf(stdout, "topic %s: partitions %d → %d\n", name, doc.PartitionsFrom, doc.PartitionsTo)
-	} else if flagSet(fs, "partitions") {
-		fmt.Fprintf(stdout, "topic %s: already has %d partitions\n", name, doc.PartitionsFrom)
-	}
-	for _, k := range configs.keys {
-		fmt.Fprintf(stdout, "topic %s: set %s=%s\n", name, k, configs.values[k])
-	}
-	for _, k := range deletes {
-		fmt.Fprintf(stdout, "topic %s: deleted %s (now the default)\n", name, k)
-	}
-	return nil
+	return out, outs
 }
 
 // ---- delete ----
@@ -647,12 +469,9 @@ type deletedTopicJSON struct {
 }
 
 func topicsDelete(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var af adminFlags
-	var yes bool
-	fs := newCmdFlags("topics delete", topicsDeleteHelp)
-	af.register(fs)
-	fs.BoolVar(&yes, "yes", false, "really delete the topics and their records")
-	pos, err := af.parse(fs, args, stderr)
+	a := cli.NewAdmin("topics delete", topicsDeleteHelp)
+	yes := a.Flags.Bool("yes", false, "really delete the topics and their records")
+	pos, err := a.Parse(args, stderr)
 	if err != nil {
 		return err
 	}
@@ -660,22 +479,25 @@ func topicsDelete(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	if !yes {
-		return usageError{fmt.Errorf("deleting %s deletes all its records: add -yes to confirm (flag -yes)", strings.Join(names, ", "))}
+	if !*yes {
+		return cli.Usagef("deleting %s deletes all its records: add -yes to confirm (flag -yes)", strings.Join(names, ", "))
 	}
-	adm, ctx, cancel, err := af.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer adm.Close()
-	defer cancel()
+	return a.Run(ctx, func(ctx context.Context, adm *kadm.Client) error {
+		resps, err := adm.DeleteTopics(ctx, names...)
+		if err != nil {
+			return a.Fail("delete topics", err)
+		}
+		out, outs := deletedTopics(names, resps)
+		return a.Report(stdout, "topic", "deleted", outs, struct {
+			Topics []deletedTopicJSON `json:"topics"`
+		}{out})
+	})
+}
 
-	resps, err := adm.DeleteTopics(ctx, names...)
-	if err != nil {
-		return af.fail("delete topics", err)
-	}
+// deletedTopics says what became of each of names.
+func deletedTopics(names []string, resps kadm.DeleteTopicResponses) ([]deletedTopicJSON, []cli.Outcome) {
 	var out []deletedTopicJSON
-	failed := 0
+	var outs []cli.Outcome
 	for _, name := range names {
 		t := deletedTopicJSON{Topic: name}
 		r, ok := resps[name]
@@ -689,31 +511,54 @@ func topicsDelete(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		default:
 			t.Error = errWithMessage(r.Err, r.ErrMessage)
 		}
-		if !t.Deleted {
-			failed++
-		}
 		out = append(out, t)
+		outs = append(outs, cli.Outcome{Name: name, Done: t.Deleted, Error: t.Error})
 	}
-	if af.json {
-		if err := writeJSON(stdout, struct {
-			Topics []deletedTopicJSON `json:"topics"`
-		}{out}); err != nil {
-			return err
+	return out, outs
+}
+
+// configFlag collects repeated -config key=value flags in order. Unlike
+// kvFlag it does not split on commas: list configs such as
+// cleanup.policy=compact,delete hold them.
+type configFlag struct {
+	keys   []string
+	values map[string]string
+}
+
+func (f *configFlag) String() string {
+	if f == nil {
+		return ""
+	}
+	kv := make([]string, len(f.keys))
+	for i, k := range f.keys {
+		kv[i] = k + "=" + f.values[k]
+	}
+	return strings.Join(kv, " ")
+}
+
+func (f *configFlag) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if k = strings.TrimSpace(k); !ok || k == "" {
+		return fmt.Errorf("%q is not key=value", s)
+	}
+	if f.values == nil {
+		f.values = map[string]string{}
+	}
+	if _, seen := f.values[k]; !seen {
+		f.keys = append(f.keys, k)
+	}
+	f.values[k] = v
+	return nil
+}
+
+// request returns the configs as CreateTopics takes them: nil for none.
+func (f *configFlag) request() map[string]*string {
+	var cfg map[string]*string
+	for _, k := range f.keys {
+		if cfg == nil {
+			cfg = map[string]*string{}
 		}
-	} else {
-		for _, t := range out {
-			if t.Deleted {
-				fmt.Fprintf(stdout, "topic %s: deleted\n", t.Topic)
-			} else {
-				fmt.Fprintf(stdout, "topic %s: not deleted: %s\n", t.Topic, t.Error)
-			}
-		}
+		cfg[k] = kadm.StringPtr(f.values[k])
 	}
-	switch {
-	case failed == 0:
-		return nil
-	case len(out) == 1:
-		return fmt.Errorf("topic %s not deleted: %s", out[0].Topic, out[0].Error)
-	}
-	return fmt.Errorf("%d of %d topics not deleted", failed, len(out))
+	return cfg
 }

@@ -5,14 +5,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
+	"github.com/stratamq/strata/brokerfleet/internal/cli"
 	"github.com/stratamq/strata/functions/trigger"
 )
 
@@ -32,37 +29,15 @@ AWS credentials and region come from the usual AWS environment and files.
 flags:
 `
 
-// stringsFlag collects a repeated flag, each value possibly comma-separated.
-type stringsFlag []string
-
-func (f *stringsFlag) String() string { return strings.Join(*f, ",") }
-
-func (f *stringsFlag) Set(s string) error {
-	for _, v := range strings.Split(s, ",") {
-		if v = strings.TrimSpace(v); v != "" {
-			*f = append(*f, v)
-		}
-	}
-	return nil
-}
-
 func runTrigger(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg := trigger.DefaultConfig()
-	fs := flag.NewFlagSet("trigger", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), triggerHelp)
-		fs.PrintDefaults()
-	}
-	bootstrap := defaultBootstrap
-	if v := os.Getenv("STRATA_BOOTSTRAP"); v != "" {
-		bootstrap = v
-	}
-	var topics stringsFlag
-	var endpoint string
+	fs := cli.NewFlagSet("trigger", triggerHelp)
+	var bootstrap, endpoint string
+	var topics cli.Strings
 	fs.StringVar(&cfg.Function, "function", "", "Lambda function to invoke, name or ARN (required)")
 	fs.Var(&topics, "topic", "topic to consume; repeat or separate with commas (required)")
 	fs.StringVar(&cfg.Group, "group", "", "consumer group (required)")
-	fs.StringVar(&bootstrap, "bootstrap", bootstrap, "brokers to contact, `host:port[,host:port...]`; STRATA_BOOTSTRAP sets the default")
+	cli.BootstrapVar(fs, &bootstrap)
 	fs.StringVar(&endpoint, "lambda-endpoint", "", "Lambda API endpoint `URL` (default: AWS's for the configured region)")
 	fs.IntVar(&cfg.BatchSize, "batch-size", cfg.BatchSize, "most records per invocation (1 to 10000)")
 	fs.DurationVar(&cfg.BatchWindow, "batch-window", cfg.BatchWindow, "longest wait to fill a batch")
@@ -76,24 +51,24 @@ func runTrigger(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	switch {
 	case cfg.Function == "":
-		return usageError{errors.New("missing flag -function")}
+		return cli.Usagef("missing flag -function")
 	case len(topics) == 0:
-		return usageError{errors.New("missing flag -topic")}
+		return cli.Usagef("missing flag -topic")
 	case cfg.Group == "":
-		return usageError{errors.New("missing flag -group")}
+		return cli.Usagef("missing flag -group")
 	case cfg.BatchSize < 1 || cfg.BatchSize > 10000:
-		return usageError{fmt.Errorf("invalid value %d for flag -batch-size: want 1 to 10000", cfg.BatchSize)}
+		return cli.BadFlag("batch-size", cfg.BatchSize, "want 1 to 10000")
 	case cfg.BatchWindow < 0:
-		return usageError{fmt.Errorf("invalid value %s for flag -batch-window: must not be negative", cfg.BatchWindow)}
+		return cli.BadFlag("batch-window", cfg.BatchWindow, "must not be negative")
 	case cfg.MaxPayload < 1024:
-		return usageError{fmt.Errorf("invalid value %d for flag -max-payload: want at least 1024", cfg.MaxPayload)}
+		return cli.BadFlag("max-payload", cfg.MaxPayload, "want at least 1024")
 	case cfg.Retries < 0:
-		return usageError{fmt.Errorf("invalid value %d for flag -retries: must not be negative", cfg.Retries)}
+		return cli.BadFlag("retries", cfg.Retries, "must not be negative")
 	case cfg.Policy.MaxAttempts < 1:
-		return usageError{fmt.Errorf("invalid value %d for flag -max-attempts: want at least 1", cfg.Policy.MaxAttempts)}
+		return cli.BadFlag("max-attempts", cfg.Policy.MaxAttempts, "want at least 1")
 	}
 	cfg.Topics = topics
-	seeds, err := parseBootstrap(bootstrap, "flag -bootstrap")
+	seeds, err := cli.ParseBootstrap(bootstrap, "flag -bootstrap")
 	if err != nil {
 		return err
 	}
@@ -113,9 +88,7 @@ func runTrigger(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	defer tr.Close()
 	fmt.Fprintf(stdout, "trigger running: topics %s, group %s, function %s\n", strings.Join(cfg.Topics, ","), cfg.Group, cfg.Function)
 	st, err := tr.Run(ctx)
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	if eerr := enc.Encode(st); err == nil {
+	if eerr := cli.WriteJSON(stdout, st); err == nil {
 		err = eerr
 	}
 	return err

@@ -15,6 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/stratamq/strata/brokerfleet/internal/cli"
 )
 
 const usersHelp = `usage: brokerfleet users <verb> [flags] [USER...]
@@ -58,7 +60,11 @@ flags:
 )
 
 func runUsers(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return runVerbs(ctx, "users", usersHelp, []verb{{"list", usersList}, {"set", usersSet}, {"delete", usersDelete}}, args, stdout, stderr)
+	return cli.RunVerbs(ctx, "users", usersHelp, []cli.Verb{
+		{Name: "list", Run: usersList},
+		{Name: "set", Run: usersSet},
+		{Name: "delete", Run: usersDelete},
+	}, args, stdout, stderr)
 }
 
 // scramMechanisms parses -mechanism: empty means both.
@@ -71,7 +77,7 @@ func scramMechanisms(s string) ([]kadm.ScramMechanism, error) {
 	case "SCRAM-SHA-256":
 		return []kadm.ScramMechanism{kadm.ScramSha256}, nil
 	}
-	return nil, usageError{fmt.Errorf("invalid value %q for flag -mechanism: want SCRAM-SHA-512 or SCRAM-SHA-256", s)}
+	return nil, cli.BadFlag("mechanism", s, "want SCRAM-SHA-512 or SCRAM-SHA-256")
 }
 
 type userJSON struct {
@@ -86,54 +92,50 @@ type mechanismJSON struct {
 }
 
 func usersList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var af adminFlags
-	fs := newVerbFlags("list", usersListHelp)
-	af.register(fs)
-	names, err := af.parse(fs, args, stderr)
+	a := cli.NewAdmin("users list", usersListHelp)
+	names, err := a.Parse(args, stderr)
 	if err != nil {
 		return err
 	}
-	adm, ctx, cancel, err := af.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	defer adm.Close()
-	described, err := adm.DescribeUserSCRAMs(ctx, names...)
-	if err != nil {
-		return af.fail("describe users", err)
-	}
-	out := []userJSON{}
-	for _, d := range described.Sorted() {
-		u := userJSON{User: d.User, Mechanisms: []mechanismJSON{}}
-		if d.Err != nil {
-			u.Error = d.Err.Error()
-			if errors.Is(d.Err, kerr.ResourceNotFound) {
-				u.Error = "no such user"
+	return a.Run(ctx, func(ctx context.Context, adm *kadm.Client) error {
+		described, err := adm.DescribeUserSCRAMs(ctx, names...)
+		if err != nil {
+			return a.Fail("describe users", err)
+		}
+		out := []userJSON{}
+		for _, d := range described.Sorted() {
+			u := userJSON{User: d.User, Mechanisms: []mechanismJSON{}}
+			if d.Err != nil {
+				u.Error = d.Err.Error()
+				if errors.Is(d.Err, kerr.ResourceNotFound) {
+					u.Error = "no such user"
+				}
 			}
+			for _, c := range d.CredInfos {
+				u.Mechanisms = append(u.Mechanisms, mechanismJSON{c.Mechanism.String(), c.Iterations})
+			}
+			out = append(out, u)
 		}
-		for _, c := range d.CredInfos {
-			u.Mechanisms = append(u.Mechanisms, mechanismJSON{c.Mechanism.String(), c.Iterations})
-		}
-		out = append(out, u)
-	}
-	if af.json {
-		return writeJSON(stdout, out)
-	}
-	w := newTable(stdout)
-	row(w, "USER", "MECHANISM", "ITERATIONS")
+		return a.Print(stdout, out, func() error { return printUsers(stdout, out) })
+	})
+}
+
+// printUsers prints the users' table; it fails if some were not described.
+func printUsers(w io.Writer, out []userJSON) error {
+	tw := cli.NewTable(w)
+	tw.Row("USER", "MECHANISM", "ITERATIONS")
 	failed := 0
 	for _, u := range out {
 		if u.Error != "" {
 			failed++
-			row(w, u.User, "-", "-  ("+u.Error+")")
+			tw.Row(u.User, "-", "-  ("+u.Error+")")
 			continue
 		}
 		for _, m := range u.Mechanisms {
-			row(w, u.User, m.Mechanism, strconv.Itoa(int(m.Iterations)))
+			tw.Row(u.User, m.Mechanism, strconv.Itoa(int(m.Iterations)))
 		}
 	}
-	if err := w.Flush(); err != nil {
+	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if failed > 0 {
@@ -143,53 +145,44 @@ func usersList(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 func usersSet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var af adminFlags
-	var mech, password string
-	var iterations int
-	fs := newVerbFlags("set", usersSetHelp)
-	af.register(fs)
-	fs.StringVar(&mech, "mechanism", "", "only this mechanism: SCRAM-SHA-512 or SCRAM-SHA-256 (default: both)")
-	fs.StringVar(&password, "password", os.Getenv("STRATA_USER_PASSWORD"), "the new password (prefer STRATA_USER_PASSWORD)")
-	fs.IntVar(&iterations, "iterations", 8192, "PBKDF2 iterations, 4096 to 16384")
-	pos, err := af.parse(fs, args, stderr)
+	a := cli.NewAdmin("users set", usersSetHelp)
+	mech := a.Flags.String("mechanism", "", "only this mechanism: SCRAM-SHA-512 or SCRAM-SHA-256 (default: both)")
+	password := a.Flags.String("password", os.Getenv("STRATA_USER_PASSWORD"), "the new password (prefer STRATA_USER_PASSWORD)")
+	iterations := a.Flags.Int("iterations", 8192, "PBKDF2 iterations, 4096 to 16384")
+	pos, err := a.Parse(args, stderr)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return usageError{errors.New("name exactly one user")}
+		return cli.Usagef("name exactly one user")
 	}
-	if password == "" {
-		return usageError{errors.New("no password: set -password or STRATA_USER_PASSWORD")}
+	if *password == "" {
+		return cli.Usagef("no password: set -password or STRATA_USER_PASSWORD")
 	}
-	if iterations < 4096 || iterations > 16384 {
-		return usageError{fmt.Errorf("invalid value %d for flag -iterations: want 4096 to 16384", iterations)}
+	if *iterations < 4096 || *iterations > 16384 {
+		return cli.BadFlag("iterations", *iterations, "want 4096 to 16384")
 	}
-	mechs, err := scramMechanisms(mech)
+	mechs, err := scramMechanisms(*mech)
 	if err != nil {
 		return err
 	}
-	adm, ctx, cancel, err := af.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	defer adm.Close()
-	user := pos[0]
-	// A user may appear once per request: one request per mechanism.
-	for _, m := range mechs {
-		res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: user, Mechanism: m, Iterations: int32(iterations), Password: password}})
-		if err == nil {
-			err = res.Error()
+	return a.Run(ctx, func(ctx context.Context, adm *kadm.Client) error {
+		user := pos[0]
+		// A user may appear once per request: one request per mechanism.
+		for _, m := range mechs {
+			res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: user, Mechanism: m, Iterations: int32(*iterations), Password: *password}})
+			if err == nil {
+				err = res.Error()
+			}
+			if err != nil {
+				return a.Fail("set "+m.String()+" credential of "+user, err)
+			}
 		}
-		if err != nil {
-			return af.fail("set "+m.String()+" credential of "+user, err)
-		}
-	}
-	if af.json {
-		return writeJSON(stdout, map[string]any{"user": user, "set": mechNames(mechs)})
-	}
-	fmt.Fprintf(stdout, "set %s for %s\n", strings.Join(mechNames(mechs), ", "), user)
-	return nil
+		return a.Print(stdout, map[string]any{"user": user, "set": mechNames(mechs)}, func() error {
+			fmt.Fprintf(stdout, "set %s for %s\n", strings.Join(mechNames(mechs), ", "), user)
+			return nil
+		})
+	})
 }
 
 func mechNames(ms []kadm.ScramMechanism) []string {
@@ -201,33 +194,43 @@ func mechNames(ms []kadm.ScramMechanism) []string {
 }
 
 func usersDelete(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var af adminFlags
-	var mech string
-	fs := newVerbFlags("delete", usersDeleteHelp)
-	af.register(fs)
-	fs.StringVar(&mech, "mechanism", "", "only this mechanism: SCRAM-SHA-512 or SCRAM-SHA-256 (default: every one the user has)")
-	pos, err := af.parse(fs, args, stderr)
+	a := cli.NewAdmin("users delete", usersDeleteHelp)
+	mech := a.Flags.String("mechanism", "", "only this mechanism: SCRAM-SHA-512 or SCRAM-SHA-256 (default: every one the user has)")
+	pos, err := a.Parse(args, stderr)
 	if err != nil {
 		return err
 	}
-	users, err := groupNames(pos)
-	if err != nil {
-		return usageError{errors.New("name at least one user")}
-	}
-	only, err := scramMechanisms(mech)
+	users, err := cli.Names(pos, "name at least one user")
 	if err != nil {
 		return err
 	}
-	adm, ctx, cancel, err := af.connect(ctx)
+	only, err := scramMechanisms(*mech)
 	if err != nil {
 		return err
 	}
-	defer cancel()
-	defer adm.Close()
-	described, err := adm.DescribeUserSCRAMs(ctx, users...)
-	if err != nil {
-		return af.fail("describe users", err)
-	}
+	return a.Run(ctx, func(ctx context.Context, adm *kadm.Client) error {
+		described, err := adm.DescribeUserSCRAMs(ctx, users...)
+		if err != nil {
+			return a.Fail("describe users", err)
+		}
+		deleted, errs := deleteCredentials(ctx, adm, a, users, described, *mech, only)
+		if err := a.Print(stdout, deleted, func() error {
+			for _, user := range users {
+				if len(deleted[user]) > 0 {
+					fmt.Fprintf(stdout, "deleted %s of %s\n", strings.Join(deleted[user], ", "), user)
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		return errors.Join(errs...)
+	})
+}
+
+// deleteCredentials deletes the credentials of users, those of mechanism
+// only[0] if mech is set, and returns the mechanisms deleted per user.
+func deleteCredentials(ctx context.Context, adm *kadm.Client, a *cli.Admin, users []string, described kadm.DescribedUserSCRAMs, mech string, only []kadm.ScramMechanism) (map[string][]string, []error) {
 	deleted := map[string][]string{}
 	var errs []error
 	for _, user := range users {
@@ -245,22 +248,11 @@ func usersDelete(ctx context.Context, args []string, stdout, stderr io.Writer) e
 				err = res.Error()
 			}
 			if err != nil {
-				errs = append(errs, af.fail("delete "+c.Mechanism.String()+" credential of "+user, err))
+				errs = append(errs, a.Fail("delete "+c.Mechanism.String()+" credential of "+user, err))
 				continue
 			}
 			deleted[user] = append(deleted[user], c.Mechanism.String())
 		}
 	}
-	if af.json {
-		if err := writeJSON(stdout, deleted); err != nil {
-			return err
-		}
-	} else {
-		for _, user := range users {
-			if len(deleted[user]) > 0 {
-				fmt.Fprintf(stdout, "deleted %s of %s\n", strings.Join(deleted[user], ", "), user)
-			}
-		}
-	}
-	return errors.Join(errs...)
+	return deleted, errs
 }

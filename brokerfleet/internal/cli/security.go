@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"crypto/tls"
@@ -13,14 +13,15 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
-// clientSecurityFlags let the admin commands reach SSL and SASL listeners.
-type clientSecurityFlags struct {
+// security is the TLS and SASL flags that let the admin commands reach
+// SSL and SASL listeners.
+type security struct {
 	tls                     bool
 	caFile, cert, key       string
 	mechanism, user, secret string
 }
 
-func (f *clientSecurityFlags) register(fs *flag.FlagSet) {
+func (f *security) register(fs *flag.FlagSet) {
 	f.user, f.secret = os.Getenv("STRATA_SASL_USER"), os.Getenv("STRATA_SASL_PASSWORD")
 	f.mechanism = "SCRAM-SHA-512"
 	fs.BoolVar(&f.tls, "tls", false, "connect with TLS (implied by -tls-ca and -tls-cert)")
@@ -33,7 +34,7 @@ func (f *clientSecurityFlags) register(fs *flag.FlagSet) {
 }
 
 // opts returns the client options for the flags.
-func (f *clientSecurityFlags) opts() ([]kgo.Opt, error) {
+func (f *security) opts() ([]kgo.Opt, error) {
 	var opts []kgo.Opt
 	if f.tls || f.caFile != "" || f.cert != "" {
 		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
@@ -65,7 +66,7 @@ func (f *clientSecurityFlags) opts() ([]kgo.Opt, error) {
 		case "PLAIN":
 			opts = append(opts, kgo.SASL(plain.Auth{User: f.user, Pass: f.secret}.AsMechanism()))
 		default:
-			return nil, usageError{errors.New("invalid value for flag -sasl-mechanism: want SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN")}
+			return nil, UsageError{errors.New("invalid value for flag -sasl-mechanism: want SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN")}
 		}
 	}
 	return opts, nil
