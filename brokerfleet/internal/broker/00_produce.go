@@ -18,6 +18,8 @@ import (
 	"github.com/stratamq/strata/pkg/segment"
 )
 
+func init() { register(0, 0, 11, later(handleProduce), authorizeProduce) }
+
 // produceWait is an appended batch an acks=all response waits for.
 type produceWait struct {
 	part *partition.Partition
@@ -27,7 +29,7 @@ type produceWait struct {
 
 // handleProduce appends in arrival order and returns the function that
 // produces the response (nil for acks=0, which gets none).
-func (b *Broker) handleProduce(cc *clientConn, req *kmsg.ProduceRequest) func() kmsg.Response {
+func handleProduce(b *Broker, cc *clientConn, req *kmsg.ProduceRequest) func() kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	var waits []produceWait
 	for _, rt := range req.Topics {
@@ -43,12 +45,12 @@ func (b *Broker) handleProduce(cc *clientConn, req *kmsg.ProduceRequest) func() 
 	for ti, rt := range req.Topics {
 		for pi, rp := range rt.Partitions {
 			sp := &resp.Topics[ti].Partitions[pi]
-			p, res, err := b.produceOne(req, rt.Topic, rp.Partition, rp.Records)
+			p, res, err := produceOne(b, req, rt.Topic, rp.Partition, rp.Records)
 			if err != nil {
 				sp.ErrorCode = errCodeOf(err)
 				sp.ErrorMessage = errorMessage(err)
 				if sp.ErrorCode == kerr.NotLeaderForPartition.Code && req.Version >= 10 {
-					b.hintLeader(resp, sp, rt.Topic, rp.Partition)
+					hintLeader(b, resp, sp, rt.Topic, rp.Partition)
 				}
 				continue
 			}
@@ -107,7 +109,7 @@ func coded(e *kerr.Error, format string, args ...any) error {
 }
 
 // produceOne validates and appends one partition's batch.
-func (b *Broker) produceOne(req *kmsg.ProduceRequest, topicName string, idx int32, records []byte) (*partition.Partition, partition.AppendResult, error) {
+func produceOne(b *Broker, req *kmsg.ProduceRequest, topicName string, idx int32, records []byte) (*partition.Partition, partition.AppendResult, error) {
 	switch {
 	case req.Version < 3:
 		return nil, partition.AppendResult{}, coded(kerr.UnsupportedVersion, "produce v%d (message format v0/v1) is not supported; use v3 or later", req.Version)
@@ -156,7 +158,7 @@ func (b *Broker) produceOne(req *kmsg.ProduceRequest, topicName string, idx int3
 		}
 	}
 	if cfg.SchemaValidation {
-		if err := b.checkSchemas(topicName, records, h); err != nil {
+		if err := checkSchemas(b, topicName, records, h); err != nil {
 			return nil, partition.AppendResult{}, err
 		}
 	}
@@ -174,7 +176,7 @@ func (b *Broker) produceOne(req *kmsg.ProduceRequest, topicName string, idx int3
 // hintLeader fills a NOT_LEADER_OR_FOLLOWER answer with the current leader
 // and its address (KIP-951), so the client re-routes without a metadata
 // round trip.
-func (b *Broker) hintLeader(resp *kmsg.ProduceResponse, sp *kmsg.ProduceResponseTopicPartition, topicName string, idx int32) {
+func hintLeader(b *Broker, resp *kmsg.ProduceResponse, sp *kmsg.ProduceResponseTopicPartition, topicName string, idx int32) {
 	leader, epoch, host, port, ok := currentLeader(b.cat.Snapshot(), topicName, idx)
 	if !ok || leader == b.cfg.NodeID {
 		return
@@ -188,4 +190,30 @@ func (b *Broker) hintLeader(resp *kmsg.ProduceResponse, sp *kmsg.ProduceResponse
 	br := kmsg.NewProduceResponseBroker()
 	br.NodeID, br.Host, br.Port = leader, host, port
 	resp.Brokers = append(resp.Brokers, br)
+}
+
+// authorizeProduce is the ACL rule of Produce.
+func authorizeProduce(a access, r *kmsg.ProduceRequest) (kmsg.Response, func(kmsg.Response)) {
+	txnDenied := r.TransactionID != nil && !a.can(opWrite, resTxnID, *r.TransactionID)
+	denied := filter(&r.Topics, func(t *kmsg.ProduceRequestTopic) bool { return !txnDenied && a.can(opWrite, resTopic, t.Topic) })
+	if len(denied) == 0 {
+		return nil, nil
+	}
+	code := errTopicAuthz
+	if txnDenied {
+		code = errTxnAuthz
+	}
+	return nil, func(resp kmsg.Response) {
+		rr := resp.(*kmsg.ProduceResponse)
+		for _, t := range denied {
+			rt := kmsg.NewProduceResponseTopic()
+			rt.Topic = t.Topic
+			for _, tp := range t.Partitions {
+				rp := kmsg.NewProduceResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.BaseOffset = tp.Partition, code, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			rr.Topics = append(rr.Topics, rt)
+		}
+	}
 }

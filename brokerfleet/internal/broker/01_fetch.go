@@ -23,13 +23,15 @@ import (
 	"github.com/stratamq/strata/pkg/segment"
 )
 
+func init() { register(1, 4, 12, later(handleFetch), authorizeFetch) }
+
 // maxFetchWait caps a client's MaxWaitMillis.
 const maxFetchWait = 30 * time.Second
 
 // handleFetch returns the function that answers the fetch: it reads the
 // requested partitions and, while fewer than MinBytes are available, waits
 // up to MaxWaitMillis for a high watermark to move.
-func (b *Broker) handleFetch(cc *clientConn, req *kmsg.FetchRequest) func() kmsg.Response {
+func handleFetch(b *Broker, cc *clientConn, req *kmsg.FetchRequest) func() kmsg.Response {
 	return func() kmsg.Response {
 		if req.SessionID != 0 {
 			resp := req.ResponseKind().(*kmsg.FetchResponse)
@@ -38,7 +40,7 @@ func (b *Broker) handleFetch(cc *clientConn, req *kmsg.FetchRequest) func() kmsg
 		}
 		wait := min(time.Duration(max(req.MaxWaitMillis, 0))*time.Millisecond, maxFetchWait)
 		deadline := time.Now().Add(wait)
-		resp, n, stop := b.readFetch(req)
+		resp, n, stop := readFetch(b, req)
 		if n >= int(req.MinBytes) || stop || wait <= 0 {
 			return resp
 		}
@@ -46,7 +48,7 @@ func (b *Broker) handleFetch(cc *clientConn, req *kmsg.FetchRequest) func() kmsg
 		// for appends (they read uncommitted data), consumers for the high
 		// watermark.
 		wake := make(chan struct{}, 1)
-		for _, p := range b.fetchPartitions(req) {
+		for _, p := range fetchPartitions(b, req) {
 			if req.ReplicaID >= 0 {
 				defer p.WatchAppends(wake)()
 			} else {
@@ -56,14 +58,14 @@ func (b *Broker) handleFetch(cc *clientConn, req *kmsg.FetchRequest) func() kmsg
 		timer := time.NewTimer(time.Until(deadline))
 		defer timer.Stop()
 		for {
-			resp, n, stop = b.readFetch(req)
+			resp, n, stop = readFetch(b, req)
 			if n >= int(req.MinBytes) || stop {
 				return resp
 			}
 			select {
 			case <-wake:
 			case <-timer.C:
-				resp, _, _ = b.readFetch(req)
+				resp, _, _ = readFetch(b, req)
 				return resp
 			case <-cc.ctx.Done():
 				return resp
@@ -72,7 +74,7 @@ func (b *Broker) handleFetch(cc *clientConn, req *kmsg.FetchRequest) func() kmsg
 	}
 }
 
-func (b *Broker) fetchPartitions(req *kmsg.FetchRequest) []*partition.Partition {
+func fetchPartitions(b *Broker, req *kmsg.FetchRequest) []*partition.Partition {
 	var out []*partition.Partition
 	for _, rt := range req.Topics {
 		for _, rp := range rt.Partitions {
@@ -87,7 +89,7 @@ func (b *Broker) fetchPartitions(req *kmsg.FetchRequest) []*partition.Partition 
 // readFetch builds one fetch response from what is committed now. It
 // returns the bytes of records read and whether a partition error makes
 // waiting pointless (Kafka answers at once on errors).
-func (b *Broker) readFetch(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bool) {
+func readFetch(b *Broker, req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bool) {
 	s := b.cat.Snapshot()
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	remaining := int(req.MaxBytes)
@@ -189,4 +191,38 @@ func throttled(s *catalog.Snapshot, topic string, idx, replica int32) bool {
 	}
 	st, _, ok := t.Partition(idx)
 	return ok && slices.Contains(st.AddingReplicas, replica)
+}
+
+// authorizeFetch is the ACL rule of Fetch.
+func authorizeFetch(a access, r *kmsg.FetchRequest) (kmsg.Response, func(kmsg.Response)) {
+	replica := r.ReplicaID >= 0
+	var denied []kmsg.FetchRequestTopic
+	if replica && !a.cluster(opClusterAction) {
+		denied, r.Topics = r.Topics, nil
+	} else if !replica {
+		denied = filter(&r.Topics, func(t *kmsg.FetchRequestTopic) bool { return a.can(opRead, resTopic, t.Topic) })
+	}
+	if len(denied) == 0 {
+		return nil, nil
+	}
+	fix := func(resp kmsg.Response) {
+		rr := resp.(*kmsg.FetchResponse)
+		for _, t := range denied {
+			rt := kmsg.NewFetchResponseTopic()
+			rt.Topic, rt.TopicID = t.Topic, t.TopicID
+			for _, tp := range t.Partitions {
+				rp := kmsg.NewFetchResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = tp.Partition, errTopicAuthz
+				rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			rr.Topics = append(rr.Topics, rt)
+		}
+	}
+	if len(r.Topics) == 0 { // nothing left to wait for: answer now, not after MaxWait
+		resp := r.ResponseKind().(*kmsg.FetchResponse)
+		fix(resp)
+		return resp, nil
+	}
+	return nil, fix
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
 )
 
+func init() { register(2, 1, 8, answer(handleListOffsets), authorizeListOffsets) }
+
 // Special timestamps of ListOffsets.
 const (
 	listLatest       = -1
@@ -23,7 +25,7 @@ const (
 	listEarliestLoc  = -4
 )
 
-func (b *Broker) handleListOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
+func handleListOffsets(b *Broker, cc *clientConn, req *kmsg.ListOffsetsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
@@ -31,7 +33,7 @@ func (b *Broker) handleListOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
-			b.listOffset(rt.Topic, rp, &sp)
+			listOffset(b, rt.Topic, rp, &sp)
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
@@ -39,7 +41,7 @@ func (b *Broker) handleListOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 	return resp
 }
 
-func (b *Broker) listOffset(topicName string, rp kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) {
+func listOffset(b *Broker, topicName string, rp kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) {
 	p, code := leaderOf(b.cat.Snapshot(), topicName, rp.Partition)
 	switch {
 	case p == nil:
@@ -68,7 +70,7 @@ func (b *Broker) listOffset(topicName string, rp kmsg.ListOffsetsRequestTopicPar
 			sp.Offset, sp.Timestamp, sp.LeaderEpoch = off, rts, epoch
 		}
 	case ts >= 0:
-		if off, rts, ok, err := b.tierOffsetForTimestamp(topicName, rp.Partition, p, ts); err != nil || ok {
+		if off, rts, ok, err := tierOffsetForTimestamp(b, topicName, rp.Partition, p, ts); err != nil || ok {
 			if err != nil {
 				sp.ErrorCode = errorCode(err)
 			} else {
@@ -89,7 +91,7 @@ func (b *Broker) listOffset(topicName string, rp kmsg.ListOffsetsRequestTopicPar
 
 // tierOffsetForTimestamp answers ListOffsets by time from the tier when the
 // first record at or after ts lies below the local log.
-func (b *Broker) tierOffsetForTimestamp(name string, idx int32, p *partition.Partition, ts int64) (int64, int64, bool, error) {
+func tierOffsetForTimestamp(b *Broker, name string, idx int32, p *partition.Partition, ts int64) (int64, int64, bool, error) {
 	t := b.cat.Snapshot().Topic(name)
 	if b.tier == nil || t == nil {
 		return 0, 0, false, nil
@@ -97,4 +99,25 @@ func (b *Broker) tierOffsetForTimestamp(name string, idx int32, p *partition.Par
 	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 	defer cancel()
 	return b.tier.OffsetForTimestamp(ctx, t.Meta.ID, idx, p, ts)
+}
+
+// authorizeListOffsets is the ACL rule of ListOffsets.
+func authorizeListOffsets(a access, r *kmsg.ListOffsetsRequest) (kmsg.Response, func(kmsg.Response)) {
+	denied := filter(&r.Topics, func(t *kmsg.ListOffsetsRequestTopic) bool { return a.can(opDescribe, resTopic, t.Topic) })
+	if len(denied) == 0 {
+		return nil, nil
+	}
+	return nil, func(resp kmsg.Response) {
+		rr := resp.(*kmsg.ListOffsetsResponse)
+		for _, t := range denied {
+			rt := kmsg.NewListOffsetsResponseTopic()
+			rt.Topic = t.Topic
+			for _, tp := range t.Partitions {
+				rp := kmsg.NewListOffsetsResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.Offset, rp.Timestamp = tp.Partition, errTopicAuthz, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			rr.Topics = append(rr.Topics, rt)
+		}
+	}
 }

@@ -18,7 +18,9 @@ import (
 	"github.com/stratamq/strata/pkg/metastore"
 )
 
-func (b *Broker) handleMetadata(req *kmsg.MetadataRequest) kmsg.Response {
+func init() { register(3, 0, 12, answer(handleMetadata), authorizeMetadata) }
+
+func handleMetadata(b *Broker, cc *clientConn, req *kmsg.MetadataRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	s := b.cat.Snapshot()
 	live := map[int32]bool{}
@@ -58,7 +60,7 @@ func (b *Broker) handleMetadata(req *kmsg.MetadataRequest) kmsg.Response {
 		if ts == nil && rt.Topic != nil && autoCreate {
 			ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)
 			var err error
-			ts, err = b.createTopic(ctx, name, -1, -1, nil, false)
+			ts, err = b.admin.createTopic(ctx, name, -1, -1, nil, false)
 			cancel()
 			if errors.Is(err, errTopicExists) {
 				ts, err = b.cat.Snapshot().Topic(name), nil
@@ -121,4 +123,9 @@ func topicMetadata(ts *catalog.Topic, live map[int32]bool) kmsg.MetadataResponse
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt
+}
+
+// authorizeMetadata is the ACL rule of Metadata.
+func authorizeMetadata(a access, r *kmsg.MetadataRequest) (kmsg.Response, func(kmsg.Response)) {
+	return nil, authorizeMetadataTopics(a, r)
 }

@@ -4,6 +4,13 @@ package broker
 
 import "github.com/twmb/franz-go/pkg/kmsg"
 
-func (b *Broker) handleOffsetFetch(cc *clientConn, req *kmsg.OffsetFetchRequest) kmsg.Response {
+func init() { register(9, 1, 8, answer(handleOffsetFetch), authorizeOffsetFetch) }
+
+func handleOffsetFetch(b *Broker, cc *clientConn, req *kmsg.OffsetFetchRequest) kmsg.Response {
 	return b.coord.FetchOffsets(cc.ctx, req)
+}
+
+// authorizeOffsetFetch is the ACL rule of OffsetFetch.
+func authorizeOffsetFetch(a access, r *kmsg.OffsetFetchRequest) (kmsg.Response, func(kmsg.Response)) {
+	return authorizeOffsetFetchGroups(a, r)
 }

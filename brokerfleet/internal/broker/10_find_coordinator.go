@@ -8,7 +8,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func (b *Broker) handleFindCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response {
+func init() { register(10, 0, 4, answer(handleFindCoordinator), authorizeFindCoordinator) }
+
+func handleFindCoordinator(b *Broker, cc *clientConn, req *kmsg.FindCoordinatorRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	s := b.cat.Snapshot()
 	keys := req.CoordinatorKeys
@@ -36,4 +38,32 @@ func (b *Broker) handleFindCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Re
 		resp.Coordinators = nil
 	}
 	return resp
+}
+
+// authorizeFindCoordinator is the ACL rule of FindCoordinator.
+func authorizeFindCoordinator(a access, r *kmsg.FindCoordinatorRequest) (kmsg.Response, func(kmsg.Response)) {
+	rt, code := resGroup, errGroupAuthz
+	if r.CoordinatorType == 1 {
+		rt, code = resTxnID, errTxnAuthz
+	}
+	if r.Version < 4 {
+		if a.can(opDescribe, rt, r.CoordinatorKey) {
+			return nil, nil
+		}
+		resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
+		resp.ErrorCode, resp.NodeID, resp.Port = code, -1, -1
+		return resp, nil
+	}
+	denied := filter(&r.CoordinatorKeys, func(k *string) bool { return a.can(opDescribe, rt, *k) })
+	if len(denied) == 0 {
+		return nil, nil
+	}
+	return nil, func(resp kmsg.Response) {
+		rr := resp.(*kmsg.FindCoordinatorResponse)
+		for _, k := range denied {
+			c := kmsg.NewFindCoordinatorResponseCoordinator()
+			c.Key, c.NodeID, c.Port, c.ErrorCode = k, -1, -1, code
+			rr.Coordinators = append(rr.Coordinators, c)
+		}
+	}
 }

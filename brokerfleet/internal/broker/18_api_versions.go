@@ -6,8 +6,10 @@ package broker
 
 import "github.com/twmb/franz-go/pkg/kmsg"
 
-func (b *Broker) handleApiVersions(req *kmsg.ApiVersionsRequest) kmsg.Response {
+func init() { registerPublic(18, 0, 4, answer(handleApiVersions)) }
+
+func handleApiVersions(b *Broker, cc *clientConn, req *kmsg.ApiVersionsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
-	resp.ApiKeys = apiVersions
+	resp.ApiKeys = apiVersions()
 	return resp
 }

@@ -13,7 +13,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func (b *Broker) handleCreateTopics(req *kmsg.CreateTopicsRequest) kmsg.Response {
+func init() { register(19, 2, 7, answer(handleCreateTopics), authorizeCreateTopics) }
+
+func handleCreateTopics(b *Broker, cc *clientConn, req *kmsg.CreateTopicsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	seen := map[string]int{}
 	for _, rt := range req.Topics {
@@ -46,7 +48,7 @@ func (b *Broker) handleCreateTopics(req *kmsg.CreateTopicsRequest) kmsg.Response
 			continue
 		}
 		ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)
-		ts, err := b.createTopic(ctx, rt.Topic, rt.NumPartitions, rt.ReplicationFactor, configs, req.ValidateOnly)
+		ts, err := b.admin.createTopic(ctx, rt.Topic, rt.NumPartitions, rt.ReplicationFactor, configs, req.ValidateOnly)
 		cancel()
 		if err != nil {
 			fail(fmt.Errorf("create topic %q: %w", rt.Topic, err))
@@ -70,4 +72,23 @@ func (b *Broker) handleCreateTopics(req *kmsg.CreateTopicsRequest) kmsg.Response
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp
+}
+
+// authorizeCreateTopics is the ACL rule of CreateTopics.
+func authorizeCreateTopics(a access, r *kmsg.CreateTopicsRequest) (kmsg.Response, func(kmsg.Response)) {
+	if a.cluster(opCreate) {
+		return nil, nil
+	}
+	denied := filter(&r.Topics, func(t *kmsg.CreateTopicsRequestTopic) bool { return a.can(opCreate, resTopic, t.Topic) })
+	if len(denied) == 0 {
+		return nil, nil
+	}
+	return nil, func(resp kmsg.Response) {
+		rr := resp.(*kmsg.CreateTopicsResponse)
+		for _, t := range denied {
+			rt := kmsg.NewCreateTopicsResponseTopic()
+			rt.Topic, rt.ErrorCode, rt.NumPartitions, rt.ReplicationFactor = t.Topic, errTopicAuthz, -1, -1
+			rr.Topics = append(rr.Topics, rt)
+		}
+	}
 }

@@ -12,7 +12,9 @@ import (
 	"github.com/stratamq/strata/pkg/metastore"
 )
 
-func (b *Broker) handleDeleteTopics(req *kmsg.DeleteTopicsRequest) kmsg.Response {
+func init() { register(20, 1, 6, answer(handleDeleteTopics), authorizeDeleteTopics) }
+
+func handleDeleteTopics(b *Broker, cc *clientConn, req *kmsg.DeleteTopicsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
 	type target struct {
 		name *string
@@ -45,7 +47,7 @@ func (b *Broker) handleDeleteTopics(req *kmsg.DeleteTopicsRequest) kmsg.Response
 			st.Topic = &name
 		}
 		ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)
-		deleted, err := b.deleteTopic(ctx, name)
+		deleted, err := b.admin.deleteTopic(ctx, name)
 		cancel()
 		if err != nil {
 			st.ErrorCode, st.ErrorMessage = errorCode(err), errorMessage(err)
@@ -55,4 +57,36 @@ func (b *Broker) handleDeleteTopics(req *kmsg.DeleteTopicsRequest) kmsg.Response
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp
+}
+
+// authorizeDeleteTopics is the ACL rule of DeleteTopics.
+func authorizeDeleteTopics(a access, r *kmsg.DeleteTopicsRequest) (kmsg.Response, func(kmsg.Response)) {
+	deniedNames := filter(&r.TopicNames, func(n *string) bool { return a.can(opDelete, resTopic, *n) })
+	deniedTopics := filter(&r.Topics, func(t *kmsg.DeleteTopicsRequestTopic) bool {
+		name := ""
+		if t.Topic != nil {
+			name = *t.Topic
+		} else if n, ok := a.topicName(t.TopicID); ok {
+			name = n
+		} else {
+			return true // unknown id: the handler answers UNKNOWN_TOPIC_ID
+		}
+		return a.can(opDelete, resTopic, name)
+	})
+	if len(deniedNames)+len(deniedTopics) == 0 {
+		return nil, nil
+	}
+	return nil, func(resp kmsg.Response) {
+		rr := resp.(*kmsg.DeleteTopicsResponse)
+		for _, n := range deniedNames {
+			rt := kmsg.NewDeleteTopicsResponseTopic()
+			rt.Topic, rt.ErrorCode = kmsg.StringPtr(n), errTopicAuthz
+			rr.Topics = append(rr.Topics, rt)
+		}
+		for _, t := range deniedTopics {
+			rt := kmsg.NewDeleteTopicsResponseTopic()
+			rt.Topic, rt.TopicID, rt.ErrorCode = t.Topic, t.TopicID, errTopicAuthz
+			rr.Topics = append(rr.Topics, rt)
+		}
+	}
 }

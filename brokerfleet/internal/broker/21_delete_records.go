@@ -11,7 +11,9 @@ import (
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
 )
 
-func (b *Broker) handleDeleteRecords(req *kmsg.DeleteRecordsRequest) kmsg.Response {
+func init() { register(21, 0, 2, answer(handleDeleteRecords), authorizeDeleteRecords) }
+
+func handleDeleteRecords(b *Broker, cc *clientConn, req *kmsg.DeleteRecordsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	for _, rt := range req.Topics {
 		st := kmsg.NewDeleteRecordsResponseTopic()
@@ -21,7 +23,7 @@ func (b *Broker) handleDeleteRecords(req *kmsg.DeleteRecordsRequest) kmsg.Respon
 			sp.Partition = rp.Partition
 			if p, code := leaderOf(b.cat.Snapshot(), rt.Topic, rp.Partition); p == nil {
 				sp.ErrorCode = code
-			} else if low, err := b.deleteRecords(rt.Topic, rp.Partition, p, rp.Offset); err != nil {
+			} else if low, err := deleteRecords(b, rt.Topic, rp.Partition, p, rp.Offset); err != nil {
 				sp.ErrorCode = errorCode(err)
 			} else {
 				sp.LowWatermark = low
@@ -36,7 +38,7 @@ func (b *Broker) handleDeleteRecords(req *kmsg.DeleteRecordsRequest) kmsg.Respon
 // deleteRecords applies DeleteRecords to a led partition: the local log,
 // and with the tier its manifest's start offset, so the tier's records
 // below offset are gone for readers at once. It returns the new log start.
-func (b *Broker) deleteRecords(name string, idx int32, p *partition.Partition, offset int64) (int64, error) {
+func deleteRecords(b *Broker, name string, idx int32, p *partition.Partition, offset int64) (int64, error) {
 	if offset == -1 {
 		offset = p.HighWatermark()
 	}
@@ -47,4 +49,23 @@ func (b *Broker) deleteRecords(name string, idx int32, p *partition.Partition, o
 	ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)
 	defer cancel()
 	return b.tier.DeleteRecords(ctx, t.Meta.ID, idx, p, offset)
+}
+
+// authorizeDeleteRecords is the ACL rule of DeleteRecords.
+func authorizeDeleteRecords(a access, r *kmsg.DeleteRecordsRequest) (kmsg.Response, func(kmsg.Response)) {
+	denied := filter(&r.Topics, func(t *kmsg.DeleteRecordsRequestTopic) bool { return a.can(opDelete, resTopic, t.Topic) })
+	if len(denied) == 0 {
+		return nil, nil
+	}
+	return nil, func(resp kmsg.Response) {
+		rr := resp.(*kmsg.DeleteRecordsResponse)
+		for _, t := range denied {
+			rt := kmsg.NewDeleteRecordsResponseTopic()
+			rt.Topic = t.Topic
+			for _, tp := range t.Partitions {
+				rt.Partitions = append(rt.Partitions, kmsg.DeleteRecordsResponseTopicPartition{Partition: tp.Partition, LowWatermark: -1, ErrorCode: errTopicAuthz})
+			}
+			rr.Topics = append(rr.Topics, rt)
+		}
+	}
 }

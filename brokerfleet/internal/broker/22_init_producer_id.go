@@ -14,7 +14,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func (b *Broker) handleInitProducerID(req *kmsg.InitProducerIDRequest) kmsg.Response {
+func init() { register(22, 0, 4, answer(handleInitProducerID), authorizeInitProducerID) }
+
+func handleInitProducerID(b *Broker, cc *clientConn, req *kmsg.InitProducerIDRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	if req.TransactionalID != nil {
 		resp.ErrorCode = kerr.InvalidRequest.Code
@@ -30,4 +32,21 @@ func (b *Broker) handleInitProducerID(req *kmsg.InitProducerIDRequest) kmsg.Resp
 	}
 	resp.ProducerID, resp.ProducerEpoch = id, 0
 	return resp
+}
+
+// authorizeInitProducerID is the ACL rule of InitProducerID.
+func authorizeInitProducerID(a access, r *kmsg.InitProducerIDRequest) (kmsg.Response, func(kmsg.Response)) {
+	resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	if r.TransactionalID != nil {
+		if !a.can(opWrite, resTxnID, *r.TransactionalID) {
+			resp.ErrorCode = errTxnAuthz
+			return resp, nil
+		}
+	} else if !a.cluster(opIdempotentWrite) && !a.mayWriteSomeTopic() {
+		// KIP-679: WRITE on any topic allows idempotence.
+		resp.ErrorCode = errClusterAuthz
+		return resp, nil
+	}
+	return nil, nil
 }

@@ -13,7 +13,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func (b *Broker) handleOffsetForLeaderEpoch(req *kmsg.OffsetForLeaderEpochRequest) kmsg.Response {
+func init() { register(23, 0, 4, answer(handleOffsetForLeaderEpoch), authorizeOffsetForLeaderEpoch) }
+
+func handleOffsetForLeaderEpoch(b *Broker, cc *clientConn, req *kmsg.OffsetForLeaderEpochRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
@@ -37,4 +39,32 @@ func (b *Broker) handleOffsetForLeaderEpoch(req *kmsg.OffsetForLeaderEpochReques
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp
+}
+
+// authorizeOffsetForLeaderEpoch is the ACL rule of OffsetForLeaderEpoch.
+func authorizeOffsetForLeaderEpoch(a access, r *kmsg.OffsetForLeaderEpochRequest) (kmsg.Response, func(kmsg.Response)) {
+	var denied []kmsg.OffsetForLeaderEpochRequestTopic
+	if r.ReplicaID >= 0 {
+		if !a.cluster(opClusterAction) {
+			denied, r.Topics = r.Topics, nil
+		}
+	} else {
+		denied = filter(&r.Topics, func(t *kmsg.OffsetForLeaderEpochRequestTopic) bool { return a.can(opDescribe, resTopic, t.Topic) })
+	}
+	if len(denied) == 0 {
+		return nil, nil
+	}
+	return nil, func(resp kmsg.Response) {
+		rr := resp.(*kmsg.OffsetForLeaderEpochResponse)
+		for _, t := range denied {
+			rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
+			rt.Topic = t.Topic
+			for _, tp := range t.Partitions {
+				rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.LeaderEpoch, rp.EndOffset = tp.Partition, errTopicAuthz, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			rr.Topics = append(rr.Topics, rt)
+		}
+	}
 }

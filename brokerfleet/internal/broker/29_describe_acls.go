@@ -13,14 +13,12 @@ import (
 	"github.com/stratamq/strata/brokerfleet/internal/security"
 )
 
-func (b *Broker) handleDescribeACLs(cc *clientConn, req *kmsg.DescribeACLsRequest) kmsg.Response {
+func init() { register(29, 0, 3, answer(handleDescribeACLs), authorizeDescribeACLs) }
+
+func handleDescribeACLs(b *Broker, cc *clientConn, req *kmsg.DescribeACLsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeACLsResponse)
 	if b.authz == nil {
 		resp.ErrorCode = kerr.SecurityDisabled.Code
-		return resp
-	}
-	if !b.allowed(cc, opDescribe, resCluster, clusterName) {
-		resp.ErrorCode = errClusterAuthz
 		return resp
 	}
 	ctx, cancel := context.WithTimeout(cc.ctx, metaTimeout)
@@ -56,4 +54,14 @@ func (b *Broker) handleDescribeACLs(cc *clientConn, req *kmsg.DescribeACLsReques
 		resp.Resources[i].ACLs = append(resp.Resources[i].ACLs, a)
 	}
 	return resp
+}
+
+// authorizeDescribeACLs is the ACL rule of DescribeACLs.
+func authorizeDescribeACLs(a access, r *kmsg.DescribeACLsRequest) (kmsg.Response, func(kmsg.Response)) {
+	if !a.cluster(opDescribe) {
+		resp := r.ResponseKind().(*kmsg.DescribeACLsResponse)
+		resp.ErrorCode = errClusterAuthz
+		return resp, nil
+	}
+	return nil, nil
 }

@@ -14,14 +14,13 @@ import (
 	"github.com/stratamq/strata/pkg/metastore"
 )
 
-func (b *Broker) handleCreateACLs(cc *clientConn, req *kmsg.CreateACLsRequest) kmsg.Response {
+func init() { register(30, 0, 3, answer(handleCreateACLs), authorizeCreateACLs) }
+
+func handleCreateACLs(b *Broker, cc *clientConn, req *kmsg.CreateACLsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.CreateACLsResponse)
 	code := int16(0)
-	switch {
-	case b.authz == nil:
+	if b.authz == nil {
 		code = kerr.SecurityDisabled.Code
-	case !b.allowed(cc, opAlter, resCluster, clusterName):
-		code = errClusterAuthz
 	}
 	var valid []metastore.ACL
 	var at []int
@@ -53,4 +52,18 @@ func (b *Broker) handleCreateACLs(cc *clientConn, req *kmsg.CreateACLsRequest) k
 	}
 	b.reloadACLs(ctx)
 	return resp
+}
+
+// authorizeCreateACLs is the ACL rule of CreateACLs.
+func authorizeCreateACLs(a access, r *kmsg.CreateACLsRequest) (kmsg.Response, func(kmsg.Response)) {
+	if a.cluster(opAlter) {
+		return nil, nil
+	}
+	resp := r.ResponseKind().(*kmsg.CreateACLsResponse)
+	for range r.Creations {
+		res := kmsg.NewCreateACLsResponseResult()
+		res.ErrorCode = errClusterAuthz
+		resp.Results = append(resp.Results, res)
+	}
+	return resp, nil
 }

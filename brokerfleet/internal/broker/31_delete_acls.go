@@ -14,14 +14,13 @@ import (
 	"github.com/stratamq/strata/pkg/metastore"
 )
 
-func (b *Broker) handleDeleteACLs(cc *clientConn, req *kmsg.DeleteACLsRequest) kmsg.Response {
+func init() { register(31, 0, 3, answer(handleDeleteACLs), authorizeDeleteACLs) }
+
+func handleDeleteACLs(b *Broker, cc *clientConn, req *kmsg.DeleteACLsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DeleteACLsResponse)
 	code := int16(0)
-	switch {
-	case b.authz == nil:
+	if b.authz == nil {
 		code = kerr.SecurityDisabled.Code
-	case !b.allowed(cc, opAlter, resCluster, clusterName):
-		code = errClusterAuthz
 	}
 	ctx, cancel := context.WithTimeout(cc.ctx, metaTimeout)
 	defer cancel()
@@ -61,4 +60,18 @@ func (b *Broker) handleDeleteACLs(cc *clientConn, req *kmsg.DeleteACLsRequest) k
 		b.reloadACLs(ctx)
 	}
 	return resp
+}
+
+// authorizeDeleteACLs is the ACL rule of DeleteACLs.
+func authorizeDeleteACLs(a access, r *kmsg.DeleteACLsRequest) (kmsg.Response, func(kmsg.Response)) {
+	if a.cluster(opAlter) {
+		return nil, nil
+	}
+	resp := r.ResponseKind().(*kmsg.DeleteACLsResponse)
+	for range r.Filters {
+		res := kmsg.NewDeleteACLsResponseResult()
+		res.ErrorCode = errClusterAuthz
+		resp.Results = append(resp.Results, res)
+	}
+	return resp, nil
 }

@@ -15,7 +15,9 @@ import (
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
 )
 
-func (b *Broker) handleDescribeConfigs(req *kmsg.DescribeConfigsRequest) kmsg.Response {
+func init() { register(32, 0, 4, answer(handleDescribeConfigs), authorizeDescribeConfigs) }
+
+func handleDescribeConfigs(b *Broker, cc *clientConn, req *kmsg.DescribeConfigsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
 	for _, rr := range req.Resources {
 		sr := kmsg.NewDescribeConfigsResponseResource()
@@ -51,7 +53,7 @@ func (b *Broker) handleDescribeConfigs(req *kmsg.DescribeConfigsRequest) kmsg.Re
 			}
 			if own {
 				id = int64(b.cfg.NodeID)
-				for _, c := range b.brokerConfigs() {
+				for _, c := range brokerConfigs(b) {
 					if want(c.name) {
 						sr.Configs = append(sr.Configs, describedConfig(req, c.name, c.value, c.doc, c.kind, kmsg.ConfigSourceStaticBrokerConfig, false, true))
 					}
@@ -60,7 +62,7 @@ func (b *Broker) handleDescribeConfigs(req *kmsg.DescribeConfigsRequest) kmsg.Re
 			// Dynamic configs live in the metastore: any broker answers for
 			// any broker id.
 			ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)
-			dyn, set, err := b.describeDynamicBrokerConfigs(ctx, int32(id))
+			dyn, set, err := b.admin.describeDynamicBrokerConfigs(ctx, int32(id))
 			cancel()
 			if err != nil {
 				sr.ErrorCode, sr.ErrorMessage = errCodeOf(err), errorMessage(err)
@@ -105,12 +107,28 @@ type brokerConfig struct {
 	kind             kmsg.ConfigType
 }
 
-func (b *Broker) brokerConfigs() []brokerConfig {
+func brokerConfigs(b *Broker) []brokerConfig {
 	return []brokerConfig{
 		{"auto.create.topics.enable", strconv.FormatBool(b.cfg.AutoCreateTopics), "Whether Metadata requests create unknown topics.", kmsg.ConfigTypeBoolean},
 		{"broker.id", strconv.Itoa(int(b.cfg.NodeID)), "This broker's node id.", kmsg.ConfigTypeInt},
 		{"default.replication.factor", strconv.Itoa(int(b.cfg.DefaultReplicationFactor)), "Replication factor of auto-created topics and of topics created with -1.", kmsg.ConfigTypeInt},
 		{"num.partitions", strconv.Itoa(int(b.cfg.DefaultPartitions)), "Partition count of auto-created topics.", kmsg.ConfigTypeInt},
 		{"socket.request.max.bytes", strconv.Itoa(int(b.cfg.MaxRequestBytes)), "The largest request frame accepted.", kmsg.ConfigTypeInt},
+	}
+}
+
+// authorizeDescribeConfigs is the ACL rule of DescribeConfigs.
+func authorizeDescribeConfigs(a access, r *kmsg.DescribeConfigsRequest) (kmsg.Response, func(kmsg.Response)) {
+	denied := filter(&r.Resources, func(res *kmsg.DescribeConfigsRequestResource) bool {
+		return a.configAllowed(opDescribeConfigs, res.ResourceType, res.ResourceName)
+	})
+	if len(denied) == 0 {
+		return nil, nil
+	}
+	return nil, func(resp kmsg.Response) {
+		rr := resp.(*kmsg.DescribeConfigsResponse)
+		for _, res := range denied {
+			rr.Resources = append(rr.Resources, kmsg.DescribeConfigsResponseResource{ErrorCode: configAuthzCode(res.ResourceType), ResourceType: res.ResourceType, ResourceName: res.ResourceName})
+		}
 	}
 }

@@ -9,7 +9,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func (b *Broker) handleCreatePartitions(req *kmsg.CreatePartitionsRequest) kmsg.Response {
+func init() { register(37, 0, 3, answer(handleCreatePartitions), authorizeCreatePartitions) }
+
+func handleCreatePartitions(b *Broker, cc *clientConn, req *kmsg.CreatePartitionsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreatePartitionsResponseTopic()
@@ -19,7 +21,7 @@ func (b *Broker) handleCreatePartitions(req *kmsg.CreatePartitionsRequest) kmsg.
 			err = coded(kerr.InvalidRequest, "manual replica assignment is not supported")
 		} else {
 			ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)
-			err = b.createPartitions(ctx, rt.Topic, rt.Count, req.ValidateOnly)
+			err = b.admin.createPartitions(ctx, rt.Topic, rt.Count, req.ValidateOnly)
 			cancel()
 		}
 		if err != nil {
@@ -28,4 +30,18 @@ func (b *Broker) handleCreatePartitions(req *kmsg.CreatePartitionsRequest) kmsg.
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp
+}
+
+// authorizeCreatePartitions is the ACL rule of CreatePartitions.
+func authorizeCreatePartitions(a access, r *kmsg.CreatePartitionsRequest) (kmsg.Response, func(kmsg.Response)) {
+	denied := filter(&r.Topics, func(t *kmsg.CreatePartitionsRequestTopic) bool { return a.can(opAlter, resTopic, t.Topic) })
+	if len(denied) == 0 {
+		return nil, nil
+	}
+	return nil, func(resp kmsg.Response) {
+		rr := resp.(*kmsg.CreatePartitionsResponse)
+		for _, t := range denied {
+			rr.Topics = append(rr.Topics, kmsg.CreatePartitionsResponseTopic{Topic: t.Topic, ErrorCode: errTopicAuthz})
+		}
+	}
 }

@@ -17,7 +17,9 @@ import (
 	"github.com/stratamq/strata/pkg/metastore"
 )
 
-func (b *Broker) handleElectLeaders(cc *clientConn, req *kmsg.ElectLeadersRequest) kmsg.Response {
+func init() { register(43, 0, 2, answer(handleElectLeaders), authorizeElectLeaders) }
+
+func handleElectLeaders(b *Broker, cc *clientConn, req *kmsg.ElectLeadersRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
 	unclean := req.Version >= 1 && req.ElectionType == 1
 	if req.Version >= 1 && req.ElectionType != 0 && req.ElectionType != 1 {
@@ -50,7 +52,7 @@ func (b *Broker) handleElectLeaders(cc *clientConn, req *kmsg.ElectLeadersReques
 		for _, idx := range want[name] {
 			sp := kmsg.NewElectLeadersResponseTopicPartition()
 			sp.Partition = idx
-			code, msg, moved := b.electOne(ctx, name, idx, unclean)
+			code, msg, moved := electOne(b, ctx, name, idx, unclean)
 			sp.ErrorCode = code
 			if msg != "" {
 				sp.ErrorMessage = &msg
@@ -70,7 +72,7 @@ func (b *Broker) handleElectLeaders(cc *clientConn, req *kmsg.ElectLeadersReques
 
 // electOne runs one partition's election; it reports the error code, a
 // message, and whether the partition state changed.
-func (b *Broker) electOne(ctx context.Context, name string, idx int32, unclean bool) (int16, string, bool) {
+func electOne(b *Broker, ctx context.Context, name string, idx int32, unclean bool) (int16, string, bool) {
 	for attempt := 0; attempt < updateRetries; attempt++ {
 		ts := b.cat.Snapshot().Topic(name)
 		if ts == nil || idx < 0 || int(idx) >= len(ts.States) {
@@ -106,4 +108,24 @@ func (b *Broker) electOne(ctx context.Context, name string, idx int32, unclean b
 		return 0, "", true
 	}
 	return kerr.RequestTimedOut.Code, "the partition kept changing", false
+}
+
+// authorizeElectLeaders is the ACL rule of ElectLeaders.
+func authorizeElectLeaders(a access, r *kmsg.ElectLeadersRequest) (kmsg.Response, func(kmsg.Response)) {
+	if !a.cluster(opAlter) {
+		resp := r.ResponseKind().(*kmsg.ElectLeadersResponse)
+		resp.ErrorCode = errClusterAuthz
+		for _, t := range r.Topics {
+			rt := kmsg.NewElectLeadersResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewElectLeadersResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p, errClusterAuthz
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil
+	}
+	return nil, nil
 }

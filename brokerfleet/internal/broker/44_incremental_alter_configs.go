@@ -13,13 +13,17 @@ import (
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
 )
 
-func (b *Broker) handleIncrementalAlterConfigs(req *kmsg.IncrementalAlterConfigsRequest) kmsg.Response {
+func init() {
+	register(44, 0, 1, answer(handleIncrementalAlterConfigs), authorizeIncrementalAlterConfigs)
+}
+
+func handleIncrementalAlterConfigs(b *Broker, cc *clientConn, req *kmsg.IncrementalAlterConfigsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 	for _, rr := range req.Resources {
 		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
 		isBroker := rr.ResourceType == kmsg.ConfigResourceTypeBroker
-		err := b.alterResource(rr.ResourceType, rr.ResourceName, func(m map[string]string) error {
+		err := alterResource(b, rr.ResourceType, rr.ResourceName, func(m map[string]string) error {
 			for _, c := range rr.Configs {
 				if isBroker {
 					if err := applyBrokerIncremental(m, c); err != nil {
@@ -107,4 +111,20 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// authorizeIncrementalAlterConfigs is the ACL rule of IncrementalAlterConfigs.
+func authorizeIncrementalAlterConfigs(a access, r *kmsg.IncrementalAlterConfigsRequest) (kmsg.Response, func(kmsg.Response)) {
+	denied := filter(&r.Resources, func(res *kmsg.IncrementalAlterConfigsRequestResource) bool {
+		return a.configAllowed(opAlterConfigs, res.ResourceType, res.ResourceName)
+	})
+	if len(denied) == 0 {
+		return nil, nil
+	}
+	return nil, func(resp kmsg.Response) {
+		rr := resp.(*kmsg.IncrementalAlterConfigsResponse)
+		for _, res := range denied {
+			rr.Resources = append(rr.Resources, kmsg.IncrementalAlterConfigsResponseResource{ErrorCode: configAuthzCode(res.ResourceType), ResourceType: res.ResourceType, ResourceName: res.ResourceName})
+		}
+	}
 }

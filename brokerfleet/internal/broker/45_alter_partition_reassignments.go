@@ -15,7 +15,11 @@ import (
 	"github.com/stratamq/strata/pkg/metastore"
 )
 
-func (b *Broker) handleAlterPartitionReassignments(cc *clientConn, req *kmsg.AlterPartitionAssignmentsRequest) kmsg.Response {
+func init() {
+	register(45, 0, 1, answer(handleAlterPartitionReassignments), authorizeAlterPartitionAssignments)
+}
+
+func handleAlterPartitionReassignments(b *Broker, cc *clientConn, req *kmsg.AlterPartitionAssignmentsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
 	allowRF := req.Version < 1 || req.AllowReplicationFactorChange
 	resp.AllowReplicationFactorChange = allowRF
@@ -28,7 +32,7 @@ func (b *Broker) handleAlterPartitionReassignments(cc *clientConn, req *kmsg.Alt
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
 			sp.Partition = rp.Partition
-			moved, err := b.reassignOne(ctx, rt.Topic, rp.Partition, rp.Replicas, allowRF)
+			moved, err := reassignOne(b, ctx, rt.Topic, rp.Partition, rp.Replicas, allowRF)
 			if err != nil {
 				sp.ErrorCode, sp.ErrorMessage = errCodeOf(err), errorMessage(err)
 			}
@@ -47,7 +51,7 @@ func (b *Broker) handleAlterPartitionReassignments(cc *clientConn, req *kmsg.Alt
 
 // reassignOne starts, replaces or (target nil) cancels one partition's
 // reassignment with a compare-and-set, re-reading on conflicts.
-func (b *Broker) reassignOne(ctx context.Context, name string, idx int32, target []int32, allowRF bool) (bool, error) {
+func reassignOne(b *Broker, ctx context.Context, name string, idx int32, target []int32, allowRF bool) (bool, error) {
 	for attempt := 0; attempt < updateRetries; attempt++ {
 		ts := b.cat.Snapshot().Topic(name)
 		if ts == nil || idx < 0 || int(idx) >= len(ts.States) {
@@ -97,4 +101,14 @@ func (b *Broker) reassignOne(ctx context.Context, name string, idx int32, target
 		return true, nil
 	}
 	return false, coded(kerr.RequestTimedOut, "the partition kept changing")
+}
+
+// authorizeAlterPartitionAssignments is the ACL rule of AlterPartitionAssignments.
+func authorizeAlterPartitionAssignments(a access, r *kmsg.AlterPartitionAssignmentsRequest) (kmsg.Response, func(kmsg.Response)) {
+	if !a.cluster(opAlter) {
+		resp := r.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
+		resp.ErrorCode = errClusterAuthz
+		return resp, nil
+	}
+	return nil, nil
 }

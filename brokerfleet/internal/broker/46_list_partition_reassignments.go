@@ -11,7 +11,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func (b *Broker) handleListPartitionReassignments(cc *clientConn, req *kmsg.ListPartitionReassignmentsRequest) kmsg.Response {
+func init() {
+	register(46, 0, 0, answer(handleListPartitionReassignments), authorizeListPartitionReassignments)
+}
+
+func handleListPartitionReassignments(b *Broker, cc *clientConn, req *kmsg.ListPartitionReassignmentsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
 	ctx, cancel := context.WithTimeout(cc.ctx, metaTimeout)
 	defer cancel()
@@ -64,4 +68,14 @@ func (b *Broker) handleListPartitionReassignments(cc *clientConn, req *kmsg.List
 		}
 	}
 	return resp
+}
+
+// authorizeListPartitionReassignments is the ACL rule of ListPartitionReassignments.
+func authorizeListPartitionReassignments(a access, r *kmsg.ListPartitionReassignmentsRequest) (kmsg.Response, func(kmsg.Response)) {
+	if !a.cluster(opDescribe) {
+		resp := r.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
+		resp.ErrorCode = errClusterAuthz
+		return resp, nil
+	}
+	return nil, nil
 }

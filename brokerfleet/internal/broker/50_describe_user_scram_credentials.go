@@ -13,6 +13,10 @@ import (
 	"github.com/stratamq/strata/pkg/metastore"
 )
 
+func init() {
+	register(50, 0, 0, answer(handleDescribeUserSCRAMCredentials), authorizeDescribeUserSCRAMCredentials)
+}
+
 // scramMechCode maps SCRAM mechanism names to their wire codes (1, 2).
 func scramMechCode(name string) int8 {
 	switch name {
@@ -34,12 +38,8 @@ func scramMechName(code int8) string {
 	return ""
 }
 
-func (b *Broker) handleDescribeUserSCRAMCredentials(cc *clientConn, req *kmsg.DescribeUserSCRAMCredentialsRequest) kmsg.Response {
+func handleDescribeUserSCRAMCredentials(b *Broker, cc *clientConn, req *kmsg.DescribeUserSCRAMCredentialsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
-	if !b.allowed(cc, opDescribe, resCluster, clusterName) {
-		resp.ErrorCode = errClusterAuthz
-		return resp
-	}
 	ctx, cancel := context.WithTimeout(cc.ctx, metaTimeout)
 	defer cancel()
 	result := func(user string, creds []metastore.ScramCredential) kmsg.DescribeUserSCRAMCredentialsResponseResult {
@@ -92,4 +92,14 @@ func (b *Broker) handleDescribeUserSCRAMCredentials(cc *clientConn, req *kmsg.De
 		resp.Results = append(resp.Results, r)
 	}
 	return resp
+}
+
+// authorizeDescribeUserSCRAMCredentials is the ACL rule of DescribeUserSCRAMCredentials.
+func authorizeDescribeUserSCRAMCredentials(a access, r *kmsg.DescribeUserSCRAMCredentialsRequest) (kmsg.Response, func(kmsg.Response)) {
+	if !a.cluster(opDescribe) {
+		resp := r.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
+		resp.ErrorCode = errClusterAuthz
+		return resp, nil
+	}
+	return nil, nil
 }

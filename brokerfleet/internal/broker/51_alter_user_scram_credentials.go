@@ -15,9 +15,12 @@ import (
 	"github.com/stratamq/strata/pkg/metastore"
 )
 
-func (b *Broker) handleAlterUserSCRAMCredentials(cc *clientConn, req *kmsg.AlterUserSCRAMCredentialsRequest) kmsg.Response {
+func init() {
+	register(51, 0, 0, answer(handleAlterUserSCRAMCredentials), authorizeAlterUserSCRAMCredentials)
+}
+
+func handleAlterUserSCRAMCredentials(b *Broker, cc *clientConn, req *kmsg.AlterUserSCRAMCredentialsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
-	allowed := b.allowed(cc, opAlter, resCluster, clusterName)
 	ctx, cancel := context.WithTimeout(cc.ctx, metaTimeout)
 	defer cancel()
 
@@ -56,8 +59,6 @@ func (b *Broker) handleAlterUserSCRAMCredentials(cc *clientConn, req *kmsg.Alter
 	}
 	for _, user := range order {
 		switch {
-		case !allowed:
-			fail(user, errClusterAuthz, "")
 		case user == "":
 			fail(user, kerr.UnacceptableCredential.Code, "empty user name")
 		}
@@ -98,4 +99,28 @@ func (b *Broker) handleAlterUserSCRAMCredentials(cc *clientConn, req *kmsg.Alter
 		resp.Results = append(resp.Results, *errs[user])
 	}
 	return resp
+}
+
+// authorizeAlterUserSCRAMCredentials is the ACL rule of AlterUserSCRAMCredentials.
+func authorizeAlterUserSCRAMCredentials(a access, r *kmsg.AlterUserSCRAMCredentialsRequest) (kmsg.Response, func(kmsg.Response)) {
+	if a.cluster(opAlter) {
+		return nil, nil
+	}
+	resp := r.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
+	seen := map[string]bool{}
+	add := func(user string) {
+		if !seen[user] {
+			seen[user] = true
+			res := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+			res.User, res.ErrorCode = user, errClusterAuthz
+			resp.Results = append(resp.Results, res)
+		}
+	}
+	for _, d := range r.Deletions {
+		add(d.Name)
+	}
+	for _, u := range r.Upsertions {
+		add(u.Name)
+	}
+	return resp, nil
 }

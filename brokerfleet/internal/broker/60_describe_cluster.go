@@ -10,7 +10,9 @@ import (
 	"github.com/stratamq/strata/brokerfleet/internal/security"
 )
 
-func (b *Broker) handleDescribeCluster(req *kmsg.DescribeClusterRequest) kmsg.Response {
+func init() { register(60, 0, 1, answer(handleDescribeCluster), authorizeDescribeCluster) }
+
+func handleDescribeCluster(b *Broker, cc *clientConn, req *kmsg.DescribeClusterRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
 	if req.Version >= 1 && req.EndpointType != 1 {
 		resp.ErrorCode = kerr.UnsupportedEndpointType.Code
@@ -31,4 +33,14 @@ func (b *Broker) handleDescribeCluster(req *kmsg.DescribeClusterRequest) kmsg.Re
 	resp.ClusterID = b.cfg.ClusterID
 	resp.ControllerID = b.cat.Snapshot().Controller()
 	return resp
+}
+
+// authorizeDescribeCluster is the ACL rule of DescribeCluster.
+func authorizeDescribeCluster(a access, r *kmsg.DescribeClusterRequest) (kmsg.Response, func(kmsg.Response)) {
+	if !a.cluster(opDescribe) {
+		resp := r.ResponseKind().(*kmsg.DescribeClusterResponse)
+		resp.ErrorCode = errClusterAuthz
+		return resp, nil
+	}
+	return nil, nil
 }

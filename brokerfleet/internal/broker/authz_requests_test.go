@@ -203,6 +203,12 @@ func TestEveryRequestRefusedWithoutACLs(t *testing.T) {
 				Principal: "User:alice", Host: "*", Operation: kmsg.ACLOperationAll, PermissionType: kmsg.ACLPermissionTypeAllow}}
 			return r
 		}, func(r kmsg.Response) int16 { return r.(*kmsg.CreateACLsResponse).Results[0].ErrorCode }, clusterAuthz},
+		{"DescribeAcls", func() kmsg.Request {
+			r := kmsg.NewPtrDescribeACLsRequest()
+			r.ResourceType, r.ResourcePatternType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny
+			r.Operation, r.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.DescribeACLsResponse).ErrorCode }, clusterAuthz},
 		{"DeleteAcls", func() kmsg.Request {
 			r := kmsg.NewPtrDeleteACLsRequest()
 			r.Filters = []kmsg.DeleteACLsRequestFilter{kmsg.NewDeleteACLsRequestFilter()}
@@ -217,11 +223,27 @@ func TestEveryRequestRefusedWithoutACLs(t *testing.T) {
 		}, func(r kmsg.Response) int16 { return r.(*kmsg.AlterUserSCRAMCredentialsResponse).Results[0].ErrorCode }, clusterAuthz},
 	}
 	direct := alice.Broker(0)
+	covered := map[int16]bool{}
 	for _, tc := range cases {
-		resp, err := direct.Request(ctx, tc.req())
+		req := tc.req()
+		covered[req.Key()] = true
+		resp, err := direct.Request(ctx, req)
 		require.NoError(t, err, tc.name)
 		require.Equal(t, tc.want, tc.code(resp), "%s: got %v", tc.name, kerr.ErrorForCode(tc.code(resp)))
 	}
+
+	// Metadata hides the topics alice may not describe, and refuses the
+	// ones she names.
+	all := kmsg.NewPtrMetadataRequest()
+	mr, err := direct.Request(ctx, all)
+	require.NoError(t, err)
+	require.Empty(t, mr.(*kmsg.MetadataResponse).Topics)
+	named := kmsg.NewPtrMetadataRequest()
+	named.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("t")}}
+	mr, err = direct.Request(ctx, named)
+	require.NoError(t, err)
+	require.Equal(t, topicAuthz, mr.(*kmsg.MetadataResponse).Topics[0].ErrorCode)
+	covered[3] = true
 
 	// ListGroups hides the groups alice may not describe.
 	lg, err := alice.Broker(0).Request(ctx, kmsg.NewPtrListGroupsRequest())
@@ -230,4 +252,17 @@ func TestEveryRequestRefusedWithoutACLs(t *testing.T) {
 	lg, err = admin.Broker(0).Request(ctx, kmsg.NewPtrListGroupsRequest())
 	require.NoError(t, err)
 	require.Len(t, lg.(*kmsg.ListGroupsResponse).Groups, 1)
+	covered[16] = true
+
+	// Every key the broker advertises was tried above, except the ones
+	// served before authentication: a new API cannot skip this test.
+	av, err := direct.Request(ctx, kmsg.NewPtrApiVersionsRequest())
+	require.NoError(t, err)
+	for _, k := range av.(*kmsg.ApiVersionsResponse).ApiKeys {
+		switch k.ApiKey {
+		case 17, 18, 36: // SaslHandshake, ApiVersions, SaslAuthenticate
+			continue
+		}
+		require.True(t, covered[k.ApiKey], "advertised key %d (%s) not tried without ACLs", k.ApiKey, kmsg.NameForKey(k.ApiKey))
+	}
 }

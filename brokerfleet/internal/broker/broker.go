@@ -50,6 +50,7 @@ type Broker struct {
 	coord    *group.Coordinator
 	metrics  *metrics.Broker
 	registry *schemaregistry.Registry
+	admin    *admin
 	pids     *pidAllocator
 	// reassignThrottle caps what is sent to replicas being added by a
 	// reassignment; nil when unthrottled.
@@ -145,7 +146,7 @@ func New(cfg Config) (*Broker, error) {
 	b.coord = group.New(group.Options{
 		Meta: cfg.Meta, Valid: b.cat.LeaseValid, PartitionExists: b.partitionExists,
 		MinSessionTimeout: cfg.GroupMinSessionTimeout, MaxSessionTimeout: cfg.GroupMaxSessionTimeout,
-		InitialRebalanceDelay: cfg.GroupInitialRebalanceDelay, Logger: b.log,
+		InitialRebalanceDelay: cfg.GroupInitialRebalanceDelay, Clock: cfg.Clock, Logger: b.log,
 	})
 	if cfg.Objects != nil {
 		b.tier = tier.NewManager(tier.ManagerOptions{
@@ -165,6 +166,7 @@ func New(cfg Config) (*Broker, error) {
 		b.coord.Close()
 		return nil, err
 	}
+	b.admin = &admin{cfg: &b.cfg, ctx: ctx, log: b.log, meta: cfg.Meta, cat: b.cat, defaults: defaults, tier: b.tier}
 	m.Collect(metricsSource{b})
 	if err := b.cat.Reconcile(ctx); err != nil {
 		cancel()

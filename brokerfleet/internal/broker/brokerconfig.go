@@ -6,22 +6,21 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stratamq/strata/brokerfleet/internal/controller"
 )
 
-// cfgDraining is the one dynamic broker config: a draining broker gets no
-// new replicas, and the controller moves its replicas and leadership to
-// the others (throttled), after which it may be stopped. It is kept in the
-// metastore by broker id, so it holds across restarts until removed.
-const cfgDraining = "strata.broker.draining"
+// cfgDraining is the one dynamic broker config (controller.ConfigDraining).
+const cfgDraining = controller.ConfigDraining
 
 // alterBrokerConfigs edits a broker's dynamic configs. name is the broker
 // id; an empty name (cluster-wide defaults in Kafka) is refused.
-func (b *Broker) alterBrokerConfigs(name string, edit func(map[string]string) error, validateOnly bool) error {
+func (a *admin) alterBrokerConfigs(name string, edit func(map[string]string) error, validateOnly bool) error {
 	id, err := strconv.ParseInt(name, 10, 32)
 	if err != nil || id < 0 {
 		return coded(kerr.InvalidRequest, "broker resource %q: name a broker id; cluster-wide broker configs are static (brokerfleet flags)", name)
 	}
-	ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)
+	ctx, cancel := context.WithTimeout(a.ctx, metaTimeout)
 	defer cancel()
 	check := func(m map[string]string) error {
 		if err := edit(m); err != nil {
@@ -40,12 +39,12 @@ func (b *Broker) alterBrokerConfigs(name string, edit func(map[string]string) er
 		}
 		return nil
 	}
-	err = b.meta.EditBrokerConfigs(ctx, int32(id), check)
+	err = a.meta.EditBrokerConfigs(ctx, int32(id), check)
 	if err == errValidateOnly {
 		return nil
 	}
 	if err == nil {
-		b.log.Info("broker config changed", "broker", id)
+		a.log.Info("broker config changed", "broker", id)
 	}
 	return err
 }
@@ -53,25 +52,10 @@ func (b *Broker) alterBrokerConfigs(name string, edit func(map[string]string) er
 // errValidateOnly stops a validate-only edit before it is written.
 var errValidateOnly = coded(kerr.InvalidRequest, "validate only")
 
-// draining returns the brokers marked draining.
-func (b *Broker) draining(ctx context.Context) (map[int32]bool, error) {
-	cfgs, err := b.meta.BrokerConfigs(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := map[int32]bool{}
-	for id, c := range cfgs {
-		if v, _ := strconv.ParseBool(c[cfgDraining]); v {
-			out[id] = true
-		}
-	}
-	return out, nil
-}
-
 // describeDynamicBrokerConfigs lists a broker's dynamic configs with their
 // current values (the default, false, when unset).
-func (b *Broker) describeDynamicBrokerConfigs(ctx context.Context, id int32) ([]brokerConfig, bool, error) {
-	cfgs, err := b.meta.BrokerConfigs(ctx)
+func (a *admin) describeDynamicBrokerConfigs(ctx context.Context, id int32) ([]brokerConfig, bool, error) {
+	cfgs, err := a.meta.BrokerConfigs(ctx)
 	if err != nil {
 		return nil, false, err
 	}

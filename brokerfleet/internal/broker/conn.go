@@ -73,7 +73,7 @@ func (b *Broker) serveConn(nc net.Conn) {
 			return
 		}
 		if cc.sec.RawTokens() {
-			p := b.rawSASLToken(cc, frame, start)
+			p := rawSASLToken(b, cc, frame, start)
 			select {
 			case queue <- p:
 			case <-ctx.Done():
@@ -98,13 +98,13 @@ func (b *Broker) serveConn(nc net.Conn) {
 			// UNSUPPORTED_VERSION and our ranges, so the client retries.
 			resp := kmsg.NewPtrApiVersionsResponse()
 			resp.ErrorCode = 35
-			resp.ApiKeys = apiVersions
+			resp.ApiKeys = apiVersions()
 			p.resp = resp
 		case req == nil:
 			p.raw = wire.AppendUnsupported(nil, hdr.CorrelationID)
 			p.last = true
 		default:
-			if !b.dispatchSecured(cc, req, &p) {
+			if !b.dispatch(cc, req, &p) {
 				b.metrics.Responded(p.key, req, nil, time.Since(start))
 				continue // acks=0 produce: no response
 			}
@@ -120,76 +120,58 @@ func (b *Broker) serveConn(nc net.Conn) {
 	}
 }
 
-// dispatch runs the handler for req, filling p. It returns false when the
-// request gets no response.
+// dispatch serves req through its route, filling p: the authentication
+// gate (only public routes before SASL completes), the route's ACL rule
+// when ACLs are on, its handler, then the rewrite of broker addresses for
+// the listener the client came in on. It returns false when the request
+// gets no response.
 func (b *Broker) dispatch(cc *clientConn, req kmsg.Request, p *pending) bool {
-	switch r := req.(type) {
-	case *kmsg.ProduceRequest:
-		p.wait = b.handleProduce(cc, r)
-		return p.wait != nil
-	case *kmsg.FetchRequest:
-		p.wait = b.handleFetch(cc, r)
-	case *kmsg.ListOffsetsRequest:
-		p.resp = b.handleListOffsets(r)
-	case *kmsg.MetadataRequest:
-		p.resp = b.handleMetadata(r)
-	case *kmsg.ApiVersionsRequest:
-		p.resp = b.handleApiVersions(r)
-	case *kmsg.CreateTopicsRequest:
-		p.resp = b.handleCreateTopics(r)
-	case *kmsg.DeleteTopicsRequest:
-		p.resp = b.handleDeleteTopics(r)
-	case *kmsg.DeleteRecordsRequest:
-		p.resp = b.handleDeleteRecords(r)
-	case *kmsg.InitProducerIDRequest:
-		p.resp = b.handleInitProducerID(r)
-	case *kmsg.OffsetForLeaderEpochRequest:
-		p.resp = b.handleOffsetForLeaderEpoch(r)
-	case *kmsg.DescribeConfigsRequest:
-		p.resp = b.handleDescribeConfigs(r)
-	case *kmsg.AlterConfigsRequest:
-		p.resp = b.handleAlterConfigs(r)
-	case *kmsg.CreatePartitionsRequest:
-		p.resp = b.handleCreatePartitions(r)
-	case *kmsg.IncrementalAlterConfigsRequest:
-		p.resp = b.handleIncrementalAlterConfigs(r)
-	case *kmsg.DescribeClusterRequest:
-		p.resp = b.handleDescribeCluster(r)
-	case *kmsg.OffsetCommitRequest:
-		p.resp = b.handleOffsetCommit(cc, r)
-	case *kmsg.OffsetFetchRequest:
-		p.resp = b.handleOffsetFetch(cc, r)
-	case *kmsg.FindCoordinatorRequest:
-		p.resp = b.handleFindCoordinator(r)
-	case *kmsg.JoinGroupRequest:
-		p.wait = b.handleJoinGroup(cc, r)
-	case *kmsg.HeartbeatRequest:
-		p.resp = b.handleHeartbeat(cc, r)
-	case *kmsg.LeaveGroupRequest:
-		p.resp = b.handleLeaveGroup(cc, r)
-	case *kmsg.SyncGroupRequest:
-		p.wait = b.handleSyncGroup(cc, r)
-	case *kmsg.DescribeGroupsRequest:
-		p.resp = b.handleDescribeGroups(cc, r)
-	case *kmsg.ListGroupsRequest:
-		p.resp = b.handleListGroups(cc, r)
-	case *kmsg.DeleteGroupsRequest:
-		p.resp = b.handleDeleteGroups(cc, r)
-	case *kmsg.OffsetDeleteRequest:
-		p.resp = b.handleOffsetDelete(cc, r)
-	case *kmsg.ElectLeadersRequest:
-		p.resp = b.handleElectLeaders(cc, r)
-	case *kmsg.AlterPartitionAssignmentsRequest:
-		p.resp = b.handleAlterPartitionReassignments(cc, r)
-	case *kmsg.ListPartitionReassignmentsRequest:
-		p.resp = b.handleListPartitionReassignments(cc, r)
-	default:
-		if !b.dispatchSecurityAdmin(cc, req, p) {
-			p.raw = wire.AppendUnsupported(nil, p.corr)
-			p.last = true
+	r := routes[req.Key()]
+	switch {
+	case !r.servable():
+		// Fail closed: a key without a handler or rule is not served
+		// (parsing already refuses keys that are not advertised).
+		p.raw, p.last = wire.AppendUnsupported(nil, p.corr), true
+		return true
+	case !r.public && !cc.sec.Authenticated():
+		b.log.Debug("closing unauthenticated connection", "remote", cc.remote, "request", kmsg.NameForKey(req.Key()))
+		closeSilently(p)
+		return true
+	}
+	var fix func(kmsg.Response)
+	if b.authz != nil && !r.public {
+		deny, f := r.authorize(access{b, cc}, req)
+		if deny != nil {
+			p.resp = deny
+			b.rewriteEndpoints(cc, p)
+			return true
+		}
+		fix = f
+	}
+	if !r.serve(b, cc, req, p) {
+		return false
+	}
+	amend(p, fix)
+	b.rewriteEndpoints(cc, p)
+	return true
+}
+
+// amend applies fix to p's response, now or once the writer produced it.
+func amend(p *pending, fix func(kmsg.Response)) {
+	switch {
+	case fix == nil:
+	case p.resp != nil:
+		fix(p.resp)
+	case p.wait != nil:
+		wait := p.wait
+		p.wait = func() kmsg.Response {
+			r := wait()
+			if r != nil {
+				fix(r)
+			}
+			return r
 		}
 	}
-	return true
 }
 
 // writeResponses encodes responses in request order. It batches writes

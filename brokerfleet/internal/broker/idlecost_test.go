@@ -29,7 +29,7 @@ func TestIdleClusterDynamoCost(t *testing.T) {
 	for id := int32(1); id <= 3; id++ {
 		brokers = append(brokers, brokertest.Start(t, func(c *broker.Config) {
 			c.Meta, c.NodeID = meta, id
-			c.Lease, c.WatchInterval = defaults.Lease, defaults.WatchInterval
+			c.Lease, c.WatchInterval, c.GroupStatsInterval = defaults.Lease, defaults.WatchInterval, defaults.GroupStatsInterval
 			c.MaintenanceInterval = time.Hour
 		}))
 	}
@@ -50,9 +50,10 @@ func TestIdleClusterDynamoCost(t *testing.T) {
 	require.LessOrEqual(t, perBrokerSecond(writes), 1.0, "writes per broker per second")
 	// Reads: the change counter every watch interval, the lease reads
 	// before each registration and controller heartbeat (every lease/3),
-	// and every broker's registration scan (every lease/6); nothing per
-	// partition or topic.
+	// every broker's registration scan (every lease/6), and one coordinator
+	// shard's group index per group stats round; nothing per partition or
+	// topic.
 	perLease := 3 / defaults.Lease.Duration.Seconds()
-	maxReads := 1/defaults.WatchInterval.Seconds() + 2*perLease + 2*perLease + 0.5
+	maxReads := 1/defaults.WatchInterval.Seconds() + 2*perLease + 2*perLease + 1/defaults.GroupStatsInterval.Seconds() + 0.5
 	require.LessOrEqual(t, perBrokerSecond(total-writes), maxReads, "reads per broker per second")
 }

@@ -10,7 +10,11 @@ import (
 // rewriteEndpoints replaces the default listener's broker addresses in a
 // response with those of the listener the client connected on; brokers
 // without that listener are left out (or answered as unavailable).
-func (b *Broker) rewriteEndpoints(listener string, p *pending) {
+func (b *Broker) rewriteEndpoints(cc *clientConn, p *pending) {
+	if cc.sec == nil || cc.sec.Listener().Name == b.cfg.Security.Default().Name {
+		return
+	}
+	listener := cc.sec.Listener().Name
 	fix := func(resp kmsg.Response) {
 		type hostPort struct {
 			host string
@@ -73,17 +77,5 @@ func (b *Broker) rewriteEndpoints(listener string, p *pending) {
 			})
 		}
 	}
-	switch {
-	case p.resp != nil:
-		fix(p.resp)
-	case p.wait != nil:
-		wait := p.wait
-		p.wait = func() kmsg.Response {
-			r := wait()
-			if r != nil {
-				fix(r)
-			}
-			return r
-		}
-	}
+	amend(p, fix)
 }

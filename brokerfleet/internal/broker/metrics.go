@@ -36,11 +36,17 @@ const groupStatsTimeout = 5 * time.Second
 // GroupStatsInterval, away from the scrape: the groups this broker
 // coordinates, their committed offsets, and the partitions' high
 // watermarks asked of their leaders through a Kafka client of this
-// cluster (the leaders may be other brokers).
+// cluster (the leaders may be other brokers). Groups nobody uses are not
+// in the coordinator's memory, so each round also loads one owned shard's
+// groups from the metastore (a shard just acquired at once): one query per
+// round, whatever the number of groups, and every group is reported within
+// a round per owned shard.
 func (b *Broker) refreshGroupStats(ctx context.Context) {
 	var adm *kadm.Client
 	t := b.clock.NewTicker(b.cfg.GroupStatsInterval)
 	defer t.Stop()
+	loaded := map[int32]bool{}
+	next := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -48,8 +54,26 @@ func (b *Broker) refreshGroupStats(ctx context.Context) {
 		case <-t.C():
 		}
 		rctx, cancel := context.WithTimeout(ctx, groupStatsTimeout)
-		if err := b.coord.LoadAll(rctx); err != nil && ctx.Err() == nil {
-			b.log.Warn("metrics: load groups", "err", err)
+		owned := b.coord.Shards()
+		var load []int32
+		for _, s := range owned {
+			if !loaded[s] {
+				load = append(load, s)
+			}
+		}
+		if len(load) == 0 && len(owned) > 0 {
+			next = (next + 1) % len(owned)
+			load = append(load, owned[next])
+		}
+		clear(loaded)
+		for _, s := range owned {
+			loaded[s] = true
+		}
+		for _, s := range load {
+			if err := b.coord.LoadShard(rctx, s); err != nil && ctx.Err() == nil {
+				b.log.Warn("metrics: load groups", "shard", s, "err", err)
+				loaded[s] = false
+			}
 		}
 		snaps := b.coord.Snapshots()
 		topics := map[string]bool{}

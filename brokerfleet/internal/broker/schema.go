@@ -24,7 +24,7 @@ var schemaDecompressor = kgo.DefaultDecompressor()
 // value must start with the Confluent header (magic byte 0, then a 4-byte
 // schema id) naming an id registered under <topic>-value. Otherwise the
 // whole batch is refused with INVALID_RECORD and nothing is stored.
-func (b *Broker) checkSchemas(topicName string, batch []byte, h segment.Header) error {
+func checkSchemas(b *Broker, topicName string, batch []byte, h segment.Header) error {
 	body := batch[segment.HeaderSize:h.Size()]
 	if codec := kgo.CompressionCodecType(h.Compression()); codec != kgo.CodecNone {
 		var err error

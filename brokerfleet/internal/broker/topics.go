@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -12,6 +13,7 @@ import (
 	"github.com/stratamq/strata/brokerfleet/internal/controller"
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
 	"github.com/stratamq/strata/brokerfleet/internal/security"
+	"github.com/stratamq/strata/brokerfleet/internal/tier"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
 	"github.com/stratamq/strata/pkg/metastore"
 )
@@ -26,18 +28,31 @@ var (
 	errNotLeader          = errors.New("not the leader")
 )
 
+// admin makes topic and broker-config changes: metastore writes, each
+// followed by a reconcile, so the answering broker's view shows the change
+// when the request is answered.
+type admin struct {
+	cfg      *Config
+	ctx      context.Context
+	log      *slog.Logger
+	meta     *metastore.Meta
+	cat      *catalog.Catalog
+	defaults topic.Defaults
+	tier     *tier.Manager
+}
+
 // updateRetries bounds read-modify-write retries when another writer
 // changed a topic record between our read and our conditional write.
 const updateRetries = 5
 
 // createTopic validates and (unless validateOnly) creates a topic in the
 // metastore, then opens its partitions here.
-func (b *Broker) createTopic(ctx context.Context, name string, partitions int32, rf int16, configs map[string]string, validateOnly bool) (*catalog.Topic, error) {
+func (a *admin) createTopic(ctx context.Context, name string, partitions int32, rf int16, configs map[string]string, validateOnly bool) (*catalog.Topic, error) {
 	if err := topic.ValidateName(name); err != nil {
 		return nil, err
 	}
 	if partitions == -1 {
-		partitions = b.cfg.DefaultPartitions
+		partitions = a.cfg.DefaultPartitions
 	}
 	if partitions <= 0 {
 		return nil, fmt.Errorf("%w: %d partitions; must be at least 1", errInvalidPartitions, partitions)
@@ -46,52 +61,52 @@ func (b *Broker) createTopic(ctx context.Context, name string, partitions int32,
 		return nil, fmt.Errorf("%w: %d partitions; at most %d per topic", errInvalidPartitions, partitions, maxPartitionsPerTopic)
 	}
 	if rf == -1 {
-		rf = b.cfg.DefaultReplicationFactor
+		rf = a.cfg.DefaultReplicationFactor
 	}
 	if rf < 1 {
 		return nil, fmt.Errorf("%w: %d; must be at least 1", errInvalidReplication, rf)
 	}
-	cfg, err := b.defaults.Resolve(configs)
+	cfg, err := a.defaults.Resolve(configs)
 	if err != nil {
 		return nil, err
 	}
-	if err := b.checkTierConfig(cfg); err != nil {
+	if err := a.checkTierConfig(cfg); err != nil {
 		return nil, err
 	}
-	if other := b.collidingTopic(name); other != "" {
+	if other := a.collidingTopic(name); other != "" {
 		return nil, fmt.Errorf("create topic %q: collides with %q ('.' and '_' are the same in metric names): %w", name, other, errTopicExists)
 	}
 	t := metastore.Topic{Name: name, ID: metastore.NewTopicID(), Partitions: partitions, ReplicationFactor: rf, Configs: configs}
 	if validateOnly {
-		if b.cat.Snapshot().Topic(name) != nil {
+		if a.cat.Snapshot().Topic(name) != nil {
 			return nil, fmt.Errorf("create topic %q: %w", name, errTopicExists)
 		}
 		return &catalog.Topic{Meta: t, Config: cfg}, nil
 	}
-	states, err := controller.Place(ctx, b.meta, 0, partitions, rf)
+	states, err := controller.Place(ctx, a.meta, 0, partitions, rf)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := b.meta.CreateTopic(ctx, t, states); err != nil {
+	if _, err := a.meta.CreateTopic(ctx, t, states); err != nil {
 		if errors.Is(err, metastore.ErrConditionFailed) {
 			return nil, fmt.Errorf("create topic %q: %w", name, errTopicExists)
 		}
 		return nil, err
 	}
-	b.log.Info("topic created", "topic", name, "id", t.ID.String(), "partitions", partitions)
-	if err := b.cat.Reconcile(ctx); err != nil {
+	a.log.Info("topic created", "topic", name, "id", t.ID.String(), "partitions", partitions)
+	if err := a.cat.Reconcile(ctx); err != nil {
 		return nil, err
 	}
-	ts := b.cat.Snapshot().Topic(name)
+	ts := a.cat.Snapshot().Topic(name)
 	if ts == nil || ts.Meta.ID != t.ID {
 		return nil, fmt.Errorf("create topic %q: deleted again at once: %w", name, errUnknownTopic)
 	}
 	return ts, nil
 }
 
-func (b *Broker) collidingTopic(name string) string {
+func (a *admin) collidingTopic(name string) string {
 	key := topic.CollisionKey(name)
-	for _, t := range b.cat.Snapshot().Topics() {
+	for _, t := range a.cat.Snapshot().Topics() {
 		if other := t.Meta.Name; other != name && topic.CollisionKey(other) == key {
 			return other
 		}
@@ -101,9 +116,9 @@ func (b *Broker) collidingTopic(name string) string {
 
 // updateTopic re-reads a topic, applies edit and writes it back, retrying
 // when another writer got there first.
-func (b *Broker) updateTopic(ctx context.Context, name string, edit func(*metastore.Topic) ([]metastore.PartitionState, error), validateOnly bool) error {
+func (a *admin) updateTopic(ctx context.Context, name string, edit func(*metastore.Topic) ([]metastore.PartitionState, error), validateOnly bool) error {
 	for attempt := 0; ; attempt++ {
-		t, err := b.meta.Topic(ctx, name)
+		t, err := a.meta.Topic(ctx, name)
 		if errors.Is(err, metastore.ErrNotFound) {
 			return fmt.Errorf("topic %q: %w", name, errUnknownTopic)
 		}
@@ -114,52 +129,52 @@ func (b *Broker) updateTopic(ctx context.Context, name string, edit func(*metast
 		if err != nil || validateOnly {
 			return err
 		}
-		_, err = b.meta.UpdateTopic(ctx, t, newParts)
+		_, err = a.meta.UpdateTopic(ctx, t, newParts)
 		if errors.Is(err, metastore.ErrConditionFailed) && attempt < updateRetries {
 			continue
 		}
 		if err != nil {
 			return err
 		}
-		return b.cat.Reconcile(ctx)
+		return a.cat.Reconcile(ctx)
 	}
 }
 
 // deleteTopic removes a topic from the metastore and its logs from here.
-func (b *Broker) deleteTopic(ctx context.Context, name string) (metastore.Topic, error) {
+func (a *admin) deleteTopic(ctx context.Context, name string) (metastore.Topic, error) {
 	for attempt := 0; ; attempt++ {
-		t, err := b.meta.Topic(ctx, name)
+		t, err := a.meta.Topic(ctx, name)
 		if errors.Is(err, metastore.ErrNotFound) {
 			return metastore.Topic{}, fmt.Errorf("delete topic %q: %w", name, errUnknownTopic)
 		}
 		if err != nil {
 			return metastore.Topic{}, err
 		}
-		err = b.meta.DeleteTopic(ctx, t)
+		err = a.meta.DeleteTopic(ctx, t)
 		if errors.Is(err, metastore.ErrConditionFailed) && attempt < updateRetries {
 			continue
 		}
 		if err != nil {
 			return metastore.Topic{}, err
 		}
-		b.log.Info("topic deleted", "topic", name, "id", t.ID.String())
-		if b.tier != nil {
-			b.tier.RemoveTopic(t)
+		a.log.Info("topic deleted", "topic", name, "id", t.ID.String())
+		if a.tier != nil {
+			a.tier.RemoveTopic(t)
 		}
-		return t, b.cat.Reconcile(ctx)
+		return t, a.cat.Reconcile(ctx)
 	}
 }
 
 // createPartitions grows a topic to count partitions.
-func (b *Broker) createPartitions(ctx context.Context, name string, count int32, validateOnly bool) error {
-	return b.updateTopic(ctx, name, func(t *metastore.Topic) ([]metastore.PartitionState, error) {
+func (a *admin) createPartitions(ctx context.Context, name string, count int32, validateOnly bool) error {
+	return a.updateTopic(ctx, name, func(t *metastore.Topic) ([]metastore.PartitionState, error) {
 		if count <= t.Partitions {
 			return nil, fmt.Errorf("%w: topic %q has %d partitions; the new count %d must be larger", errInvalidPartitions, name, t.Partitions, count)
 		}
 		if count > maxPartitionsPerTopic {
 			return nil, fmt.Errorf("%w: %d partitions; at most %d per topic", errInvalidPartitions, count, maxPartitionsPerTopic)
 		}
-		states, err := controller.Place(ctx, b.meta, t.Partitions, count, t.ReplicationFactor)
+		states, err := controller.Place(ctx, a.meta, t.Partitions, count, t.ReplicationFactor)
 		if err != nil {
 			return nil, err
 		}
@@ -169,8 +184,8 @@ func (b *Broker) createPartitions(ctx context.Context, name string, count int32,
 }
 
 // setTopicConfigs edits a topic's config overrides.
-func (b *Broker) setTopicConfigs(ctx context.Context, name string, edit func(map[string]string) error, validateOnly bool) error {
-	return b.updateTopic(ctx, name, func(t *metastore.Topic) ([]metastore.PartitionState, error) {
+func (a *admin) setTopicConfigs(ctx context.Context, name string, edit func(map[string]string) error, validateOnly bool) error {
+	return a.updateTopic(ctx, name, func(t *metastore.Topic) ([]metastore.PartitionState, error) {
 		overrides := make(map[string]string, len(t.Configs))
 		for k, v := range t.Configs {
 			overrides[k] = v
@@ -178,11 +193,11 @@ func (b *Broker) setTopicConfigs(ctx context.Context, name string, edit func(map
 		if err := edit(overrides); err != nil {
 			return nil, err
 		}
-		cfg, err := b.defaults.Resolve(overrides)
+		cfg, err := a.defaults.Resolve(overrides)
 		if err != nil {
 			return nil, err
 		}
-		if err := b.checkTierConfig(cfg); err != nil {
+		if err := a.checkTierConfig(cfg); err != nil {
 			return nil, err
 		}
 		t.Configs = overrides
@@ -226,8 +241,8 @@ func (b *Broker) awaitLeader(ctx context.Context, topicName string, idx int32) (
 }
 
 // checkTierConfig refuses "object" durability on a broker without a tier.
-func (b *Broker) checkTierConfig(cfg topic.Config) error {
-	if cfg.Durability == topic.DurabilityObject && b.tier == nil {
+func (a *admin) checkTierConfig(cfg topic.Config) error {
+	if cfg.Durability == topic.DurabilityObject && a.tier == nil {
 		return fmt.Errorf("%w: %s=%s needs the S3 tier (brokerfleet serve -bucket)", topic.ErrInvalidConfig, topic.Durability, topic.DurabilityObject)
 	}
 	return nil

@@ -309,17 +309,33 @@ func (c *Coordinator) Snapshots() []Snapshot {
 // committed offsets (and lag) are known without a client asking first.
 func (c *Coordinator) LoadAll(ctx context.Context) error {
 	for _, shard := range c.Shards() {
-		infos, err := c.opts.Meta.Groups(ctx, shard)
-		if err != nil {
+		if err := c.LoadShard(ctx, shard); err != nil {
 			return err
 		}
-		for _, gi := range infos {
-			g, code := c.acquire(ctx, gi.Group)
-			if code != 0 {
-				continue
-			}
-			g.mu.Unlock()
+	}
+	return nil
+}
+
+// LoadShard loads every indexed group of one owned shard (nothing if the
+// shard is not owned): one metastore query, plus a read per group not
+// loaded yet.
+func (c *Coordinator) LoadShard(ctx context.Context, shard int32) error {
+	c.mu.Lock()
+	_, owned := c.shards[shard]
+	c.mu.Unlock()
+	if !owned {
+		return nil
+	}
+	infos, err := c.opts.Meta.Groups(ctx, shard)
+	if err != nil {
+		return err
+	}
+	for _, gi := range infos {
+		g, code := c.acquire(ctx, gi.Group)
+		if code != 0 {
+			continue
 		}
+		g.mu.Unlock()
 	}
 	return nil
 }
