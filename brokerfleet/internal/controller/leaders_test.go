@@ -30,9 +30,9 @@ func TestPlanLeaderBalance(t *testing.T) {
 		live, restarted, draining map[int32]bool
 		isr                       []int32
 	}{
-		"preferred not live":  {map[int32]bool{0: true, 2: true}, nil, nil, []int32{0, 1, 2}},
-		"preferred restarted": {live, map[int32]bool{1: true}, nil, []int32{0, 1, 2}},
-		"preferred draining":  {live, nil, map[int32]bool{1: true}, []int32{0, 1, 2}},
+		"preferred not live":    {map[int32]bool{0: true, 2: true}, nil, nil, []int32{0, 1, 2}},
+		"preferred restarted":   {live, map[int32]bool{1: true}, nil, []int32{0, 1, 2}},
+		"preferred draining":    {live, nil, map[int32]bool{1: true}, []int32{0, 1, 2}},
 		"preferred not in sync": {live, nil, nil, []int32{0, 2}},
 	} {
 		ps := []Part{part("t", 0, 0, []int32{1, 0, 2}, c.isr)}
