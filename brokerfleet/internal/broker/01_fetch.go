@@ -20,6 +20,7 @@ import (
 
 	"github.com/stratamq/strata/brokerfleet/internal/catalog"
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
+	"github.com/stratamq/strata/pkg/clock"
 	"github.com/stratamq/strata/pkg/segment"
 )
 
@@ -39,7 +40,7 @@ func handleFetch(b *Broker, cc *clientConn, req *kmsg.FetchRequest) func() kmsg.
 			return resp
 		}
 		wait := min(time.Duration(max(req.MaxWaitMillis, 0))*time.Millisecond, maxFetchWait)
-		deadline := time.Now().Add(wait)
+		deadline := b.clock.Now().Add(wait)
 		resp, n, stop := readFetch(b, req)
 		if n >= int(req.MinBytes) || stop || wait <= 0 {
 			return resp
@@ -55,7 +56,7 @@ func handleFetch(b *Broker, cc *clientConn, req *kmsg.FetchRequest) func() kmsg.
 				defer p.Watch(wake)()
 			}
 		}
-		timer := time.NewTimer(time.Until(deadline))
+		timer := b.clock.NewTimer(clock.Until(b.clock, deadline))
 		defer timer.Stop()
 		for {
 			resp, n, stop = readFetch(b, req)
@@ -64,7 +65,7 @@ func handleFetch(b *Broker, cc *clientConn, req *kmsg.FetchRequest) func() kmsg.
 			}
 			select {
 			case <-wake:
-			case <-timer.C:
+			case <-timer.C():
 				resp, _, _ = readFetch(b, req)
 				return resp
 			case <-cc.ctx.Done():

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stratamq/strata/brokerfleet/internal/security"
 	"github.com/stratamq/strata/brokerfleet/internal/wire"
+	"github.com/stratamq/strata/pkg/clock"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -65,7 +66,7 @@ func (b *Broker) serveConn(nc net.Conn) {
 	br := bufio.NewReaderSize(nc, 64<<10)
 	for {
 		frame, err := wire.ReadFrame(br, cc.sec.FrameLimit(b.cfg.MaxRequestBytes))
-		start := time.Now()
+		start := b.clock.Now()
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
 				b.log.Debug("closing connection", "remote", cc.remote, "err", err)
@@ -105,7 +106,7 @@ func (b *Broker) serveConn(nc net.Conn) {
 			p.last = true
 		default:
 			if !b.dispatch(cc, req, &p) {
-				b.metrics.Responded(p.key, req, nil, time.Since(start))
+				b.metrics.Responded(p.key, req, nil, clock.Since(b.clock, start))
 				continue // acks=0 produce: no response
 			}
 		}
@@ -214,7 +215,7 @@ func (b *Broker) writeResponses(nc net.Conn, queue <-chan pending, cancel contex
 		if p.raw != nil {
 			resp = nil
 		}
-		b.metrics.Responded(p.key, p.req, resp, time.Since(p.start))
+		b.metrics.Responded(p.key, p.req, resp, clock.Since(b.clock, p.start))
 		if err != nil || p.last {
 			failed = true
 			cancel()

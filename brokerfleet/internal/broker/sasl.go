@@ -45,10 +45,10 @@ func authFailureWait(b *Broker, ctx context.Context, resp kmsg.Response) func() 
 		delay = time.Second
 	}
 	return func() kmsg.Response {
-		t := time.NewTimer(delay)
+		t := b.clock.NewTimer(delay)
 		defer t.Stop()
 		select {
-		case <-t.C:
+		case <-t.C():
 		case <-ctx.Done():
 		}
 		return resp

@@ -156,7 +156,7 @@ func (e *EMF) Line(now time.Time) ([]byte, error) {
 // one Write call, so lines of several brokers sharing w (if w serializes
 // writes) do not interleave.
 func (e *EMF) Run(ctx context.Context, w io.Writer, interval time.Duration, log *slog.Logger) {
-	t := time.NewTicker(interval)
+	t := time.NewTicker(interval) // EMF timestamps are wall time by definition
 	defer t.Stop()
 	for {
 		select {

@@ -68,7 +68,7 @@ func (p *Partition) SetReplication(self int32, leader bool, replicas, isr []int3
 		// fetch; a follower counts as caught up from now, so it gets a full
 		// lag window before it may be dropped from the ISR.
 		r.followers = map[int32]*replica{}
-		now := time.Now()
+		now := p.now()
 		for _, id := range replicas {
 			if id != self {
 				r.followers[id] = &replica{caughtUpAt: now}
@@ -107,7 +107,7 @@ func (p *Partition) ReplicaFetched(id int32, fetchOffset int64) {
 	}
 	f.leo, f.fetched = fetchOffset, true
 	if fetchOffset >= leo {
-		f.caughtUpAt = time.Now()
+		f.caughtUpAt = p.now()
 	}
 	p.repMu.Unlock()
 	p.recomputeHWM()
@@ -120,7 +120,7 @@ func (p *Partition) LaggingISR(maxLag time.Duration) []int32 {
 	defer p.repMu.Unlock()
 	var out []int32
 	for _, id := range p.rep.isr {
-		if f := p.rep.followers[id]; id != p.rep.self && f != nil && time.Since(f.caughtUpAt) > maxLag {
+		if f := p.rep.followers[id]; id != p.rep.self && f != nil && p.now().Sub(f.caughtUpAt) > maxLag {
 			out = append(out, id)
 		}
 	}

@@ -69,6 +69,7 @@ func Dial(ctx context.Context, dial DialFunc, addr, clientID string, eager int) 
 // before calling Do again.
 func (pc *Conn) Do(req kmsg.Request, timeout time.Duration) (kmsg.Response, error) {
 	pc.corr++
+	// Socket deadlines are the kernel's, on the real clock.
 	if err := pc.c.SetDeadline(time.Now().Add(timeout)); err != nil {
 		return nil, err
 	}
