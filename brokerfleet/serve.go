@@ -72,6 +72,7 @@ func brokerFlags(fs *flag.FlagSet, cfg *broker.Config, listen *string, logLevel 
 	fs.DurationVar(&cfg.GroupInitialRebalanceDelay, "group-initial-rebalance-delay", cfg.GroupInitialRebalanceDelay, "how long the first rebalance of an empty group waits for more members (group.initial.rebalance.delay.ms)")
 	fs.DurationVar(&cfg.TierInterval, "tier-interval", cfg.TierInterval, "how often a leader uploads closed segments to the S3 tier and applies retention there")
 	fs.DurationVar(&cfg.ObjectFlushInterval, "object-flush-interval", cfg.ObjectFlushInterval, "strata.durability=object: the least time between two flushes to S3 (caps PUTs at one per interval per broker; acks=all waits for the flush)")
+	fs.DurationVar(&cfg.GroupStatsInterval, "group-stats-interval", cfg.GroupStatsInterval, "how often the consumer group metrics (lag, committed offsets, members) are refreshed in the background; a scrape reads the last refresh")
 	fs.DurationVar(&cfg.TierOrphanGrace, "tier-orphan-grace", cfg.TierOrphanGrace, "objects of the S3 tier that no manifest references are deleted once this old")
 	cfg.TopicDefaults = map[string]string{}
 	fs.Var(kvFlag(cfg.TopicDefaults), "topic-default", "default topic config as key=value, repeatable (for example retention.ms=3600000)")
