@@ -59,6 +59,11 @@ func TestGoldenBrokers(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, controllers)
+	// The controller is the lease holder, whichever broker answered.
+	holder, ok, err := e.meta.Controller(e.ctx)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, holder, doc.Controller)
 	// orders: 0,1 / 1,2 / 2,0; audit: 0,1,2.
 	require.Equal(t, []int{2, 1, 1}, []int{doc.Brokers[0].Leaders, doc.Brokers[1].Leaders, doc.Brokers[2].Leaders})
 	require.Equal(t, []int{3, 3, 3}, []int{doc.Brokers[0].Replicas, doc.Brokers[1].Replicas, doc.Brokers[2].Replicas})
