@@ -34,7 +34,38 @@ func (c *Catalog) Register(ctx context.Context) {
 // Heartbeat keeps this incarnation registered until ctx ends: one
 // conditional write per interval, whatever the number of partitions. Then
 // the lease is released, so a restarted broker need not wait it out.
+//
+// Re-registering (re-reading the partition states under a new epoch) runs
+// in its own goroutine: done inline it delayed the next renewals, so a
+// broker resumed after a pause lost the lease it had just regained and
+// was declared dead a second time.
 func (c *Catalog) Heartbeat(ctx context.Context, interval time.Duration) {
+	epochs := make(chan int64, 1) // the latest epoch to re-register under
+	done := make(chan struct{})
+	defer func() { <-done }()
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case epoch := <-epochs:
+				if epoch == c.actEpoch.Load() {
+					continue // a later tick asked again while it ran
+				}
+				rctx, cancel := context.WithTimeout(ctx, metaTimeout)
+				c.registered(rctx, epoch)
+				cancel()
+			}
+		}
+	}()
+	register := func(epoch int64) {
+		select {
+		case <-epochs: // replaced by the newer one
+		default:
+		}
+		epochs <- epoch
+	}
 	t := c.opts.Clock.NewTimer(interval)
 	defer t.Stop()
 	held := c.LeaseValid()
@@ -63,10 +94,10 @@ func (c *Catalog) Heartbeat(ctx context.Context, interval time.Duration) {
 			// while the metastore was unreachable to it) without a tick ever
 			// reporting the loss. Acting needs the partition states re-read
 			// under the new epoch either way.
-			c.log.Info("broker registered", "epoch", st.Epoch, "incarnation", c.opts.Incarnation)
-			rctx, rcancel := context.WithTimeout(ctx, interval)
-			c.registered(rctx, st.Epoch)
-			rcancel()
+			if !held {
+				c.log.Info("broker registered", "epoch", st.Epoch, "incarnation", c.opts.Incarnation)
+			}
+			register(st.Epoch)
 		case !st.Held && held:
 			c.log.Warn("broker registration lost", "holder", st.Holder)
 		case !st.Held && err == nil:
