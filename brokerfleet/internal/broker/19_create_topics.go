@@ -71,6 +71,9 @@ func handleCreateTopics(b *Broker, cc *clientConn, req *kmsg.CreateTopicsRequest
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
+	if !req.ValidateOnly {
+		syncIfAny(b, cc, len(resp.Topics), func(i int) int16 { return resp.Topics[i].ErrorCode })
+	}
 	return resp
 }
 

@@ -56,6 +56,7 @@ func handleDeleteTopics(b *Broker, cc *clientConn, req *kmsg.DeleteTopicsRequest
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
+	syncIfAny(b, cc, len(resp.Topics), func(i int) int16 { return resp.Topics[i].ErrorCode })
 	return resp
 }
 

@@ -51,6 +51,7 @@ func handleCreateACLs(b *Broker, cc *clientConn, req *kmsg.CreateACLsRequest) km
 		}
 	}
 	b.reloadACLs(ctx)
+	syncIfAny(b, cc, len(resp.Results), func(i int) int16 { return resp.Results[i].ErrorCode })
 	return resp
 }
 

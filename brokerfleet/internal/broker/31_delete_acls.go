@@ -59,6 +59,12 @@ func handleDeleteACLs(b *Broker, cc *clientConn, req *kmsg.DeleteACLsRequest) km
 		}
 		b.reloadACLs(ctx)
 	}
+	syncIfAny(b, cc, len(resp.Results), func(i int) int16 {
+		if len(resp.Results[i].MatchingACLs) == 0 {
+			return -1 // nothing deleted
+		}
+		return resp.Results[i].ErrorCode
+	})
 	return resp
 }
 

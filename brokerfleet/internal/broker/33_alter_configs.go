@@ -32,6 +32,9 @@ func handleAlterConfigs(b *Broker, cc *clientConn, req *kmsg.AlterConfigsRequest
 		}
 		resp.Resources = append(resp.Resources, sr)
 	}
+	if !req.ValidateOnly {
+		syncIfAny(b, cc, len(resp.Resources), func(i int) int16 { return resp.Resources[i].ErrorCode })
+	}
 	return resp
 }
 

@@ -29,6 +29,9 @@ func handleCreatePartitions(b *Broker, cc *clientConn, req *kmsg.CreatePartition
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
+	if !req.ValidateOnly {
+		syncIfAny(b, cc, len(resp.Topics), func(i int) int16 { return resp.Topics[i].ErrorCode })
+	}
 	return resp
 }
 

@@ -42,6 +42,9 @@ func handleIncrementalAlterConfigs(b *Broker, cc *clientConn, req *kmsg.Incremen
 		}
 		resp.Resources = append(resp.Resources, sr)
 	}
+	if !req.ValidateOnly {
+		syncIfAny(b, cc, len(resp.Resources), func(i int) int16 { return resp.Resources[i].ErrorCode })
+	}
 	return resp
 }
 

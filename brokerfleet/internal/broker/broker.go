@@ -166,7 +166,7 @@ func New(cfg Config) (*Broker, error) {
 		b.coord.Close()
 		return nil, err
 	}
-	b.admin = &admin{cfg: &b.cfg, ctx: ctx, log: b.log, meta: cfg.Meta, cat: b.cat, defaults: defaults, tier: b.tier}
+	b.admin = &admin{cfg: &b.cfg, ctx: ctx, log: b.log, meta: cfg.Meta, cat: b.cat, defaults: defaults, tier: b.tier, clock: cfg.Clock}
 	m.Collect(metricsSource{b})
 	if err := b.cat.Reconcile(ctx); err != nil {
 		cancel()
@@ -364,6 +364,7 @@ func (b *Broker) Close() error {
 // watch applies metadata changes made anywhere (another broker, an admin
 // tool) within one poll interval.
 func (b *Broker) watch(ctx context.Context) {
+	acked := int64(0) // the last sync request acknowledged
 	b.meta.WatchChanges(ctx, b.cfg.WatchInterval, func(int64) error {
 		rctx, cancel := context.WithTimeout(ctx, metaTimeout)
 		defer cancel()
@@ -371,6 +372,17 @@ func (b *Broker) watch(ctx context.Context) {
 		b.reloadACLs(rctx)
 		if err != nil {
 			return fmt.Errorf("apply metadata change (retried next poll): %w", err)
+		}
+		// A broker that made a change waits for every broker to show it
+		// (admin.sync): acknowledge once it is applied here.
+		req, err := b.meta.SyncRequest(rctx)
+		if v := b.cat.Snapshot().Version(); err == nil && req > acked && v >= req {
+			if err = b.meta.AckSync(rctx, b.cfg.NodeID, v); err == nil {
+				acked = v
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("acknowledge metadata change (retried next poll): %w", err)
 		}
 		return nil
 	}, func(err error) {

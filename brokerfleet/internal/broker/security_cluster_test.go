@@ -71,6 +71,7 @@ func TestSASLClusterReplicatesAndAdvertisesPerListener(t *testing.T) {
 	meta := brokertest.NewMeta(t)
 	addUser(t, meta, "admin", "admin-secret")
 	addUser(t, meta, "broker", "broker-secret")
+	addUser(t, meta, "alice", "alice-secret")
 
 	var brokers []*brokertest.Broker
 	var internal []string
@@ -123,6 +124,23 @@ func TestSASLClusterReplicatesAndAdvertisesPerListener(t *testing.T) {
 	pm := metadataVia(t, cl, "sasl-r3").Topics[0].Partitions[0]
 	require.ElementsMatch(t, pm.Replicas, pm.ISR, "followers replicate over SASL_SSL")
 	require.NoError(t, prod.ProduceSync(ctx, &kgo.Record{Topic: "sasl-r3", Value: []byte("after")}).FirstErr())
+
+	// An ACL created through one broker holds on every broker once
+	// CreateAcls has answered (read-your-writes).
+	alice := brokertest.Client(t, brokers[0].Addr, kgo.DialTLSConfig(ca.ClientConfig(t, "", "")),
+		kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism()))
+	for id := 1; id < 3; id++ {
+		require.Equal(t, kerr.TopicAuthorizationFailed.Code, metadataVia(t, alice.Broker(id), "sasl-r3").Topics[0].ErrorCode)
+	}
+	acl := kmsg.NewPtrCreateACLsRequest()
+	acl.Creations = []kmsg.CreateACLsRequestCreation{{ResourceType: kmsg.ACLResourceTypeTopic, ResourceName: "sasl-r3", ResourcePatternType: kmsg.ACLResourcePatternTypeLiteral,
+		Principal: "User:alice", Host: "*", Operation: kmsg.ACLOperationDescribe, PermissionType: kmsg.ACLPermissionTypeAllow}}
+	ar, err := cl.Broker(0).Request(ctx, acl)
+	require.NoError(t, err)
+	require.Zero(t, ar.(*kmsg.CreateACLsResponse).Results[0].ErrorCode)
+	for id := 1; id < 3; id++ {
+		require.Zero(t, metadataVia(t, alice.Broker(id), "sasl-r3").Topics[0].ErrorCode, "broker %d did not apply the ACL before CreateAcls answered", id)
+	}
 }
 
 func createTopicOnWithConfig(t *testing.T, cl *kgo.Client, name string, partitions int32, rf int16, configs map[string]*string) {

@@ -15,6 +15,7 @@ import (
 	"github.com/stratamq/strata/brokerfleet/internal/security"
 	"github.com/stratamq/strata/brokerfleet/internal/tier"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
+	"github.com/stratamq/strata/pkg/clock"
 	"github.com/stratamq/strata/pkg/metastore"
 )
 
@@ -39,7 +40,67 @@ type admin struct {
 	cat      *catalog.Catalog
 	defaults topic.Defaults
 	tier     *tier.Manager
+	clock    clock.Clock
 }
+
+// sync makes the metadata changes this broker just made visible on every
+// live broker before the client is answered (read-your-writes: kadm,
+// Terraform providers and operators read back what they wrote, from any
+// broker). It asks for a sync at the current change version and waits
+// until every live broker acknowledged applying it, at most syncWait; a
+// broker that cannot apply it in time (cut off from the metastore) does
+// not hold the answer back longer. Costs, per change: one request and one
+// acknowledgement per broker; nothing in steady state.
+func (a *admin) sync(ctx context.Context) {
+	v, err := a.meta.ChangeVersion(ctx)
+	if err == nil {
+		err = a.meta.RequestSync(ctx, v)
+	}
+	if err != nil {
+		a.log.Warn("read-your-writes: request sync", "err", err)
+		return
+	}
+	wait := syncWait(a.cfg.WatchInterval)
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	t := a.clock.NewTicker(max(a.cfg.WatchInterval/10, 5*time.Millisecond))
+	defer t.Stop()
+	for {
+		acks, err := a.meta.SyncAcks(ctx)
+		behind := []int32{}
+		if err == nil {
+			for id := range a.cat.Snapshot().Peers() {
+				if id != a.cfg.NodeID && acks[id] < v {
+					behind = append(behind, id)
+				}
+			}
+			if len(behind) == 0 {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			a.log.Warn("read-your-writes: brokers did not apply a metadata change in time", "version", v, "brokers", behind, "waited", wait, "err", err)
+			return
+		case <-t.C():
+		}
+	}
+}
+
+// syncIfAny runs admin.sync when any of n answered items succeeded (code
+// 0 from code(i)).
+func syncIfAny(b *Broker, cc *clientConn, n int, code func(i int) int16) {
+	for i := range n {
+		if code(i) == 0 {
+			b.admin.sync(cc.ctx)
+			return
+		}
+	}
+}
+
+// syncWait bounds how long a metadata change waits for the other brokers:
+// two polls of theirs and a margin.
+func syncWait(watch time.Duration) time.Duration { return 2*watch + time.Second }
 
 // updateRetries bounds read-modify-write retries when another writer
 // changed a topic record between our read and our conditional write.
