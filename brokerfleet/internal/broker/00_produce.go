@@ -7,6 +7,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -22,9 +23,11 @@ func init() { register(0, 0, 11, later(handleProduce), authorizeProduce) }
 
 // produceWait is an appended batch an acks=all response waits for.
 type produceWait struct {
-	part *partition.Partition
-	resp *kmsg.ProduceResponseTopicPartition
-	end  int64
+	part  *partition.Partition
+	resp  *kmsg.ProduceResponseTopicPartition
+	topic string
+	end   int64
+	epoch int32 // the leader epoch the batch was appended under
 }
 
 // handleProduce appends in arrival order and returns the function that
@@ -50,13 +53,13 @@ func handleProduce(b *Broker, cc *clientConn, req *kmsg.ProduceRequest) func() k
 				sp.ErrorCode = errCodeOf(err)
 				sp.ErrorMessage = errorMessage(err)
 				if sp.ErrorCode == kerr.NotLeaderForPartition.Code && req.Version >= 10 {
-					hintLeader(b, resp, sp, rt.Topic, rp.Partition)
+					hintLeader(b, resp, sp, rt.Topic, rp.Partition, -1)
 				}
 				continue
 			}
 			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = res.BaseOffset, res.LogAppendTime, res.LogStart
 			if req.Acks == -1 {
-				waits = append(waits, produceWait{part: p, resp: sp, end: res.LastOffset + 1})
+				waits = append(waits, produceWait{part: p, resp: sp, topic: rt.Topic, end: res.LastOffset + 1, epoch: p.LeaderEpoch()})
 			}
 		}
 	}
@@ -73,16 +76,32 @@ func handleProduce(b *Broker, cc *clientConn, req *kmsg.ProduceRequest) func() k
 		ctx, cancel := context.WithTimeout(cc.ctx, time.Duration(max(req.TimeoutMillis, 0))*time.Millisecond)
 		defer cancel()
 		for _, w := range waits {
-			if err := w.part.WaitCommitted(ctx, w.end); err != nil {
+			err := w.part.WaitCommitted(ctx, w.end)
+			switch {
+			case err != nil && !errors.Is(err, partition.ErrNotLeader):
 				w.resp.ErrorCode = kerr.RequestTimedOut.Code
 				w.resp.ErrorMessage = errorMessage(fmt.Errorf("batch not committed within %d ms: %w", req.TimeoutMillis, err))
 				continue
+			case err == nil && b.cat.LeaseValid() && w.part.IsLeader():
+				continue // committed, and this broker still proves it leads
 			}
-			if !b.cat.LeaseValid() || !w.part.IsLeader() {
-				// Committed by followers, but this broker can no longer
-				// prove it leads: it acknowledges nothing past its safe
-				// deadline. The client retries; idempotence dedups.
-				w.resp.ErrorCode = kerr.NotLeaderForPartition.Code
+			// Deposed while waiting (the new leader may have cut the
+			// batch), or committed but this broker can no longer prove it
+			// leads (it acknowledges nothing past its safe deadline): the
+			// client retries at the leader, and idempotence dedups a batch
+			// that did commit.
+			w.resp.ErrorCode = kerr.NotLeaderForPartition.Code
+			if err != nil {
+				w.resp.ErrorMessage = errorMessage(err)
+			}
+			if req.Version >= 10 {
+				// Name the leader now, which may be this broker again under
+				// a newer epoch (a quick flip), so the client retries at
+				// once instead of waiting for its next metadata refresh.
+				// The role changed inside a reconcile that publishes its
+				// view right after: wait for that view.
+				awaitView(b, ctx, w.topic, w.resp.Partition, w.part.LeaderEpoch())
+				hintLeader(b, resp, w.resp, w.topic, w.resp.Partition, w.epoch)
 			}
 		}
 		return resp
@@ -173,12 +192,44 @@ func produceOne(b *Broker, req *kmsg.ProduceRequest, topicName string, idx int32
 	return p, res, nil
 }
 
+// viewWait bounds how long a NOT_LEADER answer waits for the view of the
+// reconcile that changed the partition's role.
+const viewWait = time.Second
+
+// awaitView waits, at most viewWait, until this broker's view shows the
+// partition at leader epoch epoch or later.
+func awaitView(b *Broker, ctx context.Context, topicName string, idx, epoch int32) {
+	var timeout <-chan time.Time
+	for {
+		ch := b.cat.Reconciled()
+		if t := b.cat.Snapshot().Topic(topicName); t == nil {
+			return
+		} else if st, _, ok := t.Partition(idx); !ok || st.LeaderEpoch >= epoch {
+			return
+		}
+		if timeout == nil {
+			tm := b.clock.NewTimer(viewWait)
+			defer tm.Stop()
+			timeout = tm.C()
+		}
+		select {
+		case <-ch:
+		case <-timeout:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
 // hintLeader fills a NOT_LEADER_OR_FOLLOWER answer with the current leader
 // and its address (KIP-951), so the client re-routes without a metadata
-// round trip.
-func hintLeader(b *Broker, resp *kmsg.ProduceResponse, sp *kmsg.ProduceResponseTopicPartition, topicName string, idx int32) {
+// round trip. This broker is named only when it leads under an epoch newer
+// than selfAfter (it lost and regained leadership while the batch
+// waited); -1 never names it.
+func hintLeader(b *Broker, resp *kmsg.ProduceResponse, sp *kmsg.ProduceResponseTopicPartition, topicName string, idx int32, selfAfter int32) {
 	leader, epoch, host, port, ok := currentLeader(b.cat.Snapshot(), topicName, idx)
-	if !ok || leader == b.cfg.NodeID {
+	if !ok || (leader == b.cfg.NodeID && (selfAfter < 0 || epoch <= selfAfter)) {
 		return
 	}
 	sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = leader, epoch

@@ -142,7 +142,7 @@ func DefaultConfig() Config {
 		MaxRequestBytes:            100 << 20,
 		MaintenanceInterval:        30 * time.Second,
 		Lease:                      metastore.LeaseOptions{Duration: 6 * time.Second, Margin: time.Second},
-		WatchInterval:              500 * time.Millisecond,
+		WatchInterval:              250 * time.Millisecond,
 		ReplicaLagMax:              10 * time.Second,
 		ReassignAfter:              10 * time.Minute,
 		LeaderRebalanceInterval:    5 * time.Minute,

@@ -275,15 +275,29 @@ func (a *admin) setTopicConfigs(ctx context.Context, name string, edit func(map[
 // former leader must move on without delay.
 const metadataWait = 2 * time.Second
 
-// awaitLeader is leaderPartition for a write: if this broker does not know
-// the partition, it waits up to metadataWait for the watcher's next
-// reconciles (no extra metastore reads) before answering.
+// awaitLeader is leaderOf for a write. If this broker does not know the
+// partition, it waits up to metadataWait for the watcher's next reconciles
+// (no extra metastore reads) before answering. If its view names another
+// leader of a partition it hosts, it checks once whether that view is
+// stale (catalog.CatchUp): the metastore may already name it leader.
 func (b *Broker) awaitLeader(ctx context.Context, topicName string, idx int32) (*partition.Partition, int16) {
 	var timeout <-chan time.Time
+	caughtUp := false
 	for {
 		ch := b.cat.Reconciled()
-		p, code := leaderOf(b.cat.Snapshot(), topicName, idx)
-		if code != kerr.UnknownTopicOrPartition.Code {
+		s := b.cat.Snapshot()
+		p, code := leaderOf(s, topicName, idx)
+		switch {
+		case code == kerr.NotLeaderForPartition.Code && !caughtUp && hosts(s, topicName, idx):
+			caughtUp = true
+			cctx, cancel := context.WithTimeout(ctx, metaTimeout)
+			_, err := b.cat.CatchUp(cctx)
+			cancel()
+			if err != nil {
+				return p, code
+			}
+			continue
+		case code != kerr.UnknownTopicOrPartition.Code:
 			return p, code
 		}
 		if timeout == nil {
@@ -299,6 +313,16 @@ func (b *Broker) awaitLeader(ctx context.Context, topicName string, idx int32) (
 			return p, code
 		}
 	}
+}
+
+// hosts reports whether this broker has a replica of the partition in s.
+func hosts(s *catalog.Snapshot, topicName string, idx int32) bool {
+	t := s.Topic(topicName)
+	if t == nil {
+		return false
+	}
+	_, p, ok := t.Partition(idx)
+	return ok && p != nil
 }
 
 // checkTierConfig refuses "object" durability on a broker without a tier.

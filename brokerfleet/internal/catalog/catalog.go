@@ -64,6 +64,7 @@ type Catalog struct {
 
 	signalMu   sync.Mutex
 	reconciled chan struct{} // closed (and replaced) at the end of each Reconcile
+	catching   chan struct{} // closed when the CatchUp in flight ends; nil if none
 
 	lease    *metastore.Lease
 	actEpoch atomic.Int64 // the lease epoch under which partition states were last re-read
@@ -109,6 +110,40 @@ func (c *Catalog) signalReconciled() {
 		c.reconciled = nil
 	}
 	c.signalMu.Unlock()
+}
+
+// CatchUp re-reads the view if the metastore changed since the snapshot
+// was read (its change counter moved past the snapshot's version), and
+// returns the current snapshot. It is for a request this broker refuses
+// because its view may be stale: a broker the controller has just elected
+// would otherwise answer NOT_LEADER_OR_FOLLOWER until its next watch poll,
+// and franz-go waits up to 5 s for its next metadata refresh. It costs one
+// metastore read, shared by the callers that arrive while one is in
+// flight; in steady state nothing calls it.
+func (c *Catalog) CatchUp(ctx context.Context) (*Snapshot, error) {
+	c.signalMu.Lock()
+	if ch := c.catching; ch != nil {
+		c.signalMu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		}
+		return c.Snapshot(), ctx.Err()
+	}
+	ch := make(chan struct{})
+	c.catching = ch
+	c.signalMu.Unlock()
+	defer func() {
+		c.signalMu.Lock()
+		c.catching = nil
+		c.signalMu.Unlock()
+		close(ch)
+	}()
+	v, err := c.meta.ChangeVersion(ctx)
+	if err == nil && v > c.Snapshot().Version() {
+		err = c.Reconcile(ctx)
+	}
+	return c.Snapshot(), err
 }
 
 // Reconcile makes the view match the metastore: the live brokers, the

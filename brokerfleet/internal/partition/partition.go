@@ -22,6 +22,11 @@ var ErrClosed = errors.New("partition closed")
 // the role, they were decided under.
 var ErrStaleEpoch = errors.New("partition: leader epoch or role moved on")
 
+// ErrNotLeader is returned by WaitCommitted when the partition stopped
+// leading while it waited: what it waited for may never commit here (the
+// new leader may truncate it), and the client must go to the new leader.
+var ErrNotLeader = errors.New("partition: no longer the leader")
+
 // checkEpochLocked fails with ErrStaleEpoch unless the partition is at
 // leader epoch epoch and leads (asLeader) or follows (!asLeader). Called
 // under p.mu, which SetLeaderEpoch also takes: a follower fetch loop that
@@ -308,7 +313,8 @@ func (p *Partition) Watch(ch chan struct{}) (cancel func()) {
 	}
 }
 
-// WaitCommitted blocks until the high watermark reaches off or ctx ends.
+// WaitCommitted blocks until the high watermark reaches off, ctx ends, or
+// the partition stops leading (ErrNotLeader).
 func (p *Partition) WaitCommitted(ctx context.Context, off int64) error {
 	if p.hwm.Load() >= off {
 		return nil
@@ -316,6 +322,9 @@ func (p *Partition) WaitCommitted(ctx context.Context, off int64) error {
 	ch := make(chan struct{}, 1)
 	defer p.Watch(ch)()
 	for p.hwm.Load() < off {
+		if !p.IsLeader() {
+			return ErrNotLeader // watchers hear of every change of role
+		}
 		select {
 		case <-ch:
 		case <-ctx.Done():

@@ -77,6 +77,9 @@ func (p *Partition) SetReplication(self int32, leader bool, replicas, isr []int3
 	}
 	p.repMu.Unlock()
 	p.recomputeHWM()
+	if wasLeader && !leader {
+		p.notify() // acks=all waits end: see WaitCommitted
+	}
 }
 
 // IsLeader reports whether this broker leads the partition.
