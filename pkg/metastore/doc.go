@@ -14,5 +14,8 @@
 // Time is never compared across machines. Leases are measured on the local
 // monotonic clock (see Lease); item expiry (TTL) is only a hint for
 // DynamoDB's background deletion and for readers, never a basis for
-// ownership.
+// ownership. The one exception is offset retention: the commit and
+// became-empty times in Offset and GroupInfo are wall-clock times of the
+// coordinator that wrote them, read by the next; clock skew between
+// brokers moves when offsets expire, never who owns what.
 package metastore

@@ -71,10 +71,22 @@ func (m *Meta) AssignShard(ctx context.Context, cur CoordinatorShard, broker int
 	return next, m.bump(ctx)
 }
 
-// GroupInfo is a group's entry in its shard's index.
+// GroupInfo is a group's entry in its shard's index. Besides naming the
+// group it carries what the group coordinator needs to expire offsets
+// without reading every group's offsets (offsets.retention.minutes), and
+// to keep counting after the shard moves. Times are Unix milliseconds of
+// the writing coordinator's clock; zero means not recorded (entries
+// stored before the field existed, or no such time).
 type GroupInfo struct {
 	Group        string `json:"group"`
 	ProtocolType string `json:"protocolType,omitempty"`
+	// EmptySince is when a group with a protocol type last became empty;
+	// zero while it has members (its coordinator clears it when a
+	// generation forms).
+	EmptySince int64 `json:"emptySince,omitempty"`
+	// OldestCommit is at or before the commit time of every committed
+	// offset of the group: a lower bound, kept by the coordinator.
+	OldestCommit int64 `json:"oldestCommit,omitempty"`
 }
 
 func groupIndexKey(group string) Key {
@@ -87,6 +99,15 @@ func groupIndexKey(group string) Key {
 func (m *Meta) IndexGroup(ctx context.Context, g GroupInfo) error {
 	_, err := m.s.Put(ctx, Item{Key: groupIndexKey(g.Group), Value: encodeJSON(g)}, IfAbsent())
 	if err != nil && !errors.Is(err, ErrConditionFailed) {
+		return fmt.Errorf("metastore: index group %q: %w", g.Group, err)
+	}
+	return nil
+}
+
+// PutGroupInfo stores a group's index entry, indexing the group if it was
+// not: the coordinator of the group's shard keeps it up to date.
+func (m *Meta) PutGroupInfo(ctx context.Context, g GroupInfo) error {
+	if _, err := m.s.Put(ctx, Item{Key: groupIndexKey(g.Group), Value: encodeJSON(g)}, Always); err != nil {
 		return fmt.Errorf("metastore: index group %q: %w", g.Group, err)
 	}
 	return nil

@@ -14,6 +14,18 @@ type Offset struct {
 	LeaderEpoch int32  `json:"leaderEpoch"`
 	Metadata    string `json:"metadata,omitempty"`
 	Generation  int64  `json:"generation"`
+	// TopicID is the topic the offset was committed against, so the
+	// offsets of a deleted topic can be told from those of a topic created
+	// again under its name. Zero when unknown: records stored before ids
+	// were kept, or a committer that did not know the id.
+	TopicID TopicID `json:"topicId,omitzero"`
+	// CommittedAt is when the offset was committed, in Unix milliseconds
+	// of the committing coordinator's clock (retention counts from it).
+	// Zero in records stored before it was kept.
+	CommittedAt int64 `json:"committedAt,omitempty"`
+	// Version is the record's version as Offsets read it, for StampOffsets;
+	// 0 for an offset not read from the store.
+	Version int64 `json:"-"`
 }
 
 func genKey(group string) Key { return Key{PK: pkGroupPfx + group, SK: skGen} }
@@ -56,11 +68,7 @@ func (m *Meta) CommitOffsets(ctx context.Context, group string, gen int64, offse
 	for start := 0; start < len(offsets); start += MaxTransactItems - 1 {
 		chunk := offsets[start:min(len(offsets), start+MaxTransactItems-1)]
 		ops := make([]Op, 0, len(chunk)+1)
-		check := IfVersion(gen)
-		if gen == 0 {
-			check = IfAbsent() // a group that never had a generation
-		}
-		ops = append(ops, Op{Kind: OpCheck, Item: Item{Key: genKey(group)}, Cond: check})
+		ops = append(ops, Op{Kind: OpCheck, Item: Item{Key: genKey(group)}, Cond: genCond(gen)})
 		for _, o := range chunk {
 			o.Generation = gen
 			ops = append(ops, Op{Kind: OpPut, Item: Item{Key: offsetKey(group, o.Topic, o.Partition), Value: encodeJSON(o)}, Cond: Always})
@@ -79,7 +87,18 @@ func (m *Meta) CommitOffsets(ctx context.Context, group string, gen int64, offse
 	return nil
 }
 
-func (m *Meta) commitWithoutTransactions(ctx context.Context, group string, gen int64, puts []Op) error {
+// genCond is the condition that gen is the group's current generation (0:
+// the group never had one).
+func genCond(gen int64) Cond {
+	if gen == 0 {
+		return IfAbsent()
+	}
+	return IfVersion(gen)
+}
+
+// commitWithoutTransactions applies ops (puts and deletes, unconditional)
+// after checking the generation with a read.
+func (m *Meta) commitWithoutTransactions(ctx context.Context, group string, gen int64, ops []Op) error {
 	cur, err := m.Generation(ctx, group)
 	if err != nil {
 		return err
@@ -87,8 +106,14 @@ func (m *Meta) commitWithoutTransactions(ctx context.Context, group string, gen 
 	if cur != gen {
 		return ErrConditionFailed
 	}
-	for _, op := range puts {
-		if _, err := m.s.Put(ctx, op.Item, Always); err != nil {
+	for _, op := range ops {
+		var err error
+		if op.Kind == OpDelete {
+			err = m.s.Delete(ctx, op.Item.Key, Always)
+		} else {
+			_, err = m.s.Put(ctx, op.Item, Always)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -119,7 +144,78 @@ func (m *Meta) Offsets(ctx context.Context, group string) ([]Offset, error) {
 		if err := decodeJSON(it, &o); err != nil {
 			return nil, err
 		}
+		o.Version = it.Version
 		out = append(out, o)
 	}
 	return out, nil
+}
+
+// StampOffsets rewrites offsets read by Offsets with fields filled in that
+// their records lacked (CommittedAt of a record stored before it was
+// kept). Each write is conditioned on the record's version as read
+// (o.Version): an offset committed since is newer than the stamp and is
+// left alone.
+func (m *Meta) StampOffsets(ctx context.Context, group string, offsets []Offset) error {
+	for _, o := range offsets {
+		_, err := m.s.Put(ctx, Item{Key: offsetKey(group, o.Topic, o.Partition), Value: encodeJSON(o)}, IfVersion(o.Version))
+		if err != nil && !errors.Is(err, ErrConditionFailed) {
+			return fmt.Errorf("metastore: stamp offsets of %q: %w", group, err)
+		}
+	}
+	return nil
+}
+
+// ExpireOffsets deletes committed offsets whose retention ran out and, with
+// dropGroup, then removes the group's index entry if no offset of it is
+// left (it reports whether it did). Like CommitOffsets it holds only while
+// gen is the group's current generation, and fails with ErrFenced
+// otherwise: a coordinator that lost the group to a newer generation
+// cannot expire what the new one keeps. Each transaction checks the
+// generation; on a store without transactions the check is a read first.
+// The generation record stays, as in DeleteGroup.
+func (m *Meta) ExpireOffsets(ctx context.Context, group string, gen int64, offsets []Offset, dropGroup bool) (bool, error) {
+	fail := func(err error) (bool, error) {
+		if errors.Is(err, ErrConditionFailed) {
+			return false, fmt.Errorf("metastore: expire offsets of %q: generation %d is not current: %w", group, gen, ErrFenced)
+		}
+		return false, fmt.Errorf("metastore: expire offsets of %q: %w", group, err)
+	}
+	apply := func(keys []Key) error {
+		ops := make([]Op, 0, len(keys)+1)
+		ops = append(ops, Op{Kind: OpCheck, Item: Item{Key: genKey(group)}, Cond: genCond(gen)})
+		for _, k := range keys {
+			ops = append(ops, Op{Kind: OpDelete, Item: Item{Key: k}, Cond: Always})
+		}
+		err := m.s.Transact(ctx, ops)
+		if errors.Is(err, ErrUnsupported) {
+			err = m.commitWithoutTransactions(ctx, group, gen, ops[1:])
+		}
+		return err
+	}
+	for start := 0; start < len(offsets); start += MaxTransactItems - 1 {
+		chunk := offsets[start:min(len(offsets), start+MaxTransactItems-1)]
+		keys := make([]Key, 0, len(chunk))
+		for _, o := range chunk {
+			keys = append(keys, offsetKey(group, o.Topic, o.Partition))
+		}
+		if err := apply(keys); err != nil {
+			return fail(err)
+		}
+	}
+	if !dropGroup {
+		return false, nil
+	}
+	// Offsets committed meanwhile (through another coordinator, in the
+	// same generation) keep the group.
+	left, err := m.s.Query(ctx, pkGroupPfx+group, skOffPfx)
+	if err != nil {
+		return fail(err)
+	}
+	if len(left) > 0 {
+		return false, nil
+	}
+	if err := apply([]Key{groupIndexKey(group)}); err != nil {
+		return fail(err)
+	}
+	return true, nil
 }

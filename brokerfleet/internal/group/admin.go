@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stratamq/strata/pkg/metastore"
 )
 
 // Describe handles DescribeGroups.
@@ -140,7 +142,7 @@ func (c *Coordinator) deleteGroup(ctx context.Context, name string) int16 {
 		return codeCoordinatorNotAvailable
 	}
 	clear(g.offsets)
-	g.indexed = false
+	g.indexed, g.info = false, metastore.GroupInfo{}
 	g.protocolType = ""
 	c.log.Info("group deleted", "group", name)
 	return 0

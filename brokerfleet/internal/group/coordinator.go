@@ -37,8 +37,29 @@ type Options struct {
 	// Logger receives operational logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Clock reads the time for session, rebalance and sync deadlines and
-	// drives the loop that checks them; nil means the real clock.
+	// offset retention, and drives the loop that checks them; nil means
+	// the real clock.
 	Clock clock.Clock
+	// TopicID returns the id of the topic now called topic, and false if
+	// there is none. Commits record the id, so that ForgetTopic of a
+	// deleted topic spares offsets committed to a topic created again
+	// under its name; a commit to a topic without an id is answered
+	// UNKNOWN_TOPIC_OR_PARTITION. Nil means ids are unknown: offsets are
+	// stored without one, and ForgetTopic cannot tell incarnations apart.
+	// It runs with a group's mu held, like PartitionExists.
+	TopicID func(topic string) (metastore.TopicID, bool)
+	// OffsetsRetention is how long committed offsets are kept once they
+	// may expire (offsets.retention.minutes, with Kafka's semantics; see
+	// expiredOffsets): an empty group's offsets this long after it became
+	// empty, a simple group's this long after each commit. 0 (or less)
+	// means DefaultOffsetsRetention, Kafka's 7 days.
+	OffsetsRetention time.Duration
+	// OffsetsRetentionCheckInterval is how often expired offsets are
+	// looked for (offsets.retention.check.interval.ms). 0 (or less) means
+	// DefaultOffsetsRetentionCheckInterval, Kafka's 10 minutes. It is also
+	// how stale a re-committed unchanged offset's stored commit time may
+	// get before the commit rewrites it.
+	OffsetsRetentionCheckInterval time.Duration
 }
 
 // Defaults are Kafka's.
@@ -70,6 +91,12 @@ type Coordinator struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	// expiryNext and expiryDue belong to the run loop (no lock): when the
+	// next expiry check is due, and the groups of the current one left to
+	// examine.
+	expiryNext time.Time
+	expiryDue  []expiryCandidate
 
 	// afterTick, if set before start, is called by the run loop after each
 	// check of the deadlines with the time the check began (tests only).
@@ -106,6 +133,13 @@ func newCoordinator(opts Options) *Coordinator {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.OffsetsRetention <= 0 {
+		opts.OffsetsRetention = DefaultOffsetsRetention
+	}
+	if opts.OffsetsRetentionCheckInterval <= 0 {
+		opts.OffsetsRetentionCheckInterval = DefaultOffsetsRetentionCheckInterval
+	}
+	opts.OffsetsRetentionCheckInterval = max(opts.OffsetsRetentionCheckInterval, tickInterval)
 	opts.Clock = clock.Or(opts.Clock)
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Coordinator{
@@ -229,11 +263,13 @@ func (c *Coordinator) enter(ctx context.Context, name string) (*group, int16) {
 	return c.acquire(ctx, name)
 }
 
-// run checks session, rebalance and sync deadlines.
+// run checks session, rebalance and sync deadlines, and expires committed
+// offsets (expiryRound).
 func (c *Coordinator) run() {
 	defer close(c.done)
 	t := c.clock.NewTicker(tickInterval)
 	defer t.Stop()
+	c.expiryNext = c.clock.Now().Add(c.opts.OffsetsRetentionCheckInterval)
 	for {
 		select {
 		case <-c.ctx.Done():
@@ -266,6 +302,9 @@ func (c *Coordinator) run() {
 				g.tick(c.clock.Now())
 			}
 			g.mu.Unlock()
+		}
+		if valid {
+			c.expiryRound(c.clock.Now())
 		}
 		if c.afterTick != nil {
 			c.afterTick(began)
@@ -347,11 +386,16 @@ func newMemberID(clientID string) string {
 	return clientID + "-" + id[:8] + "-" + id[8:12] + "-" + id[12:16] + "-" + id[16:20] + "-" + id[20:]
 }
 
-// ForgetTopic deletes the committed offsets of a deleted topic from every
-// group of the owned shards (Kafka does the same), so a topic created
-// again under the name starts from the groups' reset policy instead of
-// stale offsets.
-func (c *Coordinator) ForgetTopic(ctx context.Context, topic string) error {
+// ForgetTopic deletes the committed offsets of a deleted topic, whose id
+// was id, from every group of the owned shards (Kafka does the same), so
+// a topic created again under the name starts from the groups' reset
+// policy instead of stale offsets. Offsets committed against another id
+// (the topic created again, before this ran) are kept. Offsets without an
+// id are deleted: with Options.TopicID set, every commit records an id,
+// so an offset without one was stored before ids were kept (or by a
+// broker that does not keep them) and belongs to the deleted topic or an
+// older one. A zero id deletes every offset of the name.
+func (c *Coordinator) ForgetTopic(ctx context.Context, topic string, id metastore.TopicID) error {
 	names := map[string]bool{}
 	for _, shard := range c.Shards() {
 		infos, err := c.opts.Meta.Groups(ctx, shard)
@@ -367,14 +411,15 @@ func (c *Coordinator) ForgetTopic(ctx context.Context, topic string) error {
 		names[name] = true
 	}
 	c.mu.Unlock()
+	var unknown metastore.TopicID
 	for name := range names {
 		g, code := c.acquire(ctx, name)
 		if code != 0 {
 			continue // moved or unreachable: its new coordinator forgets it
 		}
 		var gone []int32
-		for k := range g.offsets {
-			if k.topic == topic {
+		for k, o := range g.offsets {
+			if k.topic == topic && (id == unknown || o.TopicID == unknown || o.TopicID == id) {
 				gone = append(gone, k.partition)
 			}
 		}

@@ -17,17 +17,33 @@
 // older generation can never move a committed offset, even if it does not
 // know it was superseded.
 //
+// Committed offsets expire as Kafka's offsets.retention.minutes says
+// (Options.OffsetsRetention; expiredOffsets has the rules): an empty
+// group's offsets retention after it became empty, a simple group's each
+// retention after its commit, a Stable consumer group's offsets of topics
+// no member subscribes to retention after their commit; an empty group
+// left without offsets is deleted. What retention counts from survives a
+// move: every offset record carries its commit time, and the group's
+// index entry (metastore.GroupInfo) when it became empty and a lower
+// bound of its commit times, so the check finds due groups that are not
+// in memory from the shard's index alone. Records stored before these
+// times were kept count from when they are first loaded, and that time is
+// written back. Offsets also carry the id of the topic they were
+// committed against (Options.TopicID), so ForgetTopic of a deleted topic
+// spares offsets committed to a topic created again under its name.
+//
 // Time comes from Options.Clock. Session, rebalance, sync and handed-out
 // member id deadlines are checked by one loop (Coordinator.run) on a
-// ticker of that clock every tickInterval, and requests read the same
-// clock, so a test with a clock.Fake drives all of them by hand. Only the
-// bounds on metastore calls (metaTimeout) run on real time.
+// ticker of that clock every tickInterval, which also runs the offset
+// expiry check every Options.OffsetsRetentionCheckInterval; requests read
+// the same clock, so a test with a clock.Fake drives all of them by hand.
+// Only the bounds on metastore calls (metaTimeout) run on real time.
 //
 // Files: coordinator.go (shards, the group map, the deadline loop),
 // group.go (one group's state machine), join.go (JoinGroup, SyncGroup),
 // heartbeat.go (Heartbeat, LeaveGroup), offsets.go (OffsetCommit,
 // OffsetFetch, OffsetDelete), admin.go (DescribeGroups, ListGroups,
-// DeleteGroups).
+// DeleteGroups), retention.go (offset expiry).
 //
 // Locks: Coordinator.mu guards the shard set and the group map; each
 // group's mu guards that group and its members, and is held across the
@@ -36,7 +52,8 @@
 // while one holding Coordinator.mu only ever TryLocks a group's mu (the
 // run loop, finding idle groups). No goroutine holds two groups' locks.
 // Functions that expect a lock held say "Holds g.mu". Options.Valid runs
-// with no lock held; Options.PartitionExists runs with a group's mu held,
-// so it must not call the Coordinator, nor wait for a lock whose holder
-// does (the broker calls SetShards after releasing its own mu).
+// with no lock held; Options.PartitionExists and Options.TopicID run with
+// a group's mu held, so they must not call the Coordinator, nor wait for
+// a lock whose holder does (the broker calls SetShards after releasing
+// its own mu).
 package group

@@ -90,7 +90,9 @@ type group struct {
 	statics      map[string]string    // instance id -> member id
 	pending      map[string]time.Time // member ids handed out by MEMBER_ID_REQUIRED -> expiry
 	joinSeq      int64
-	indexed      bool
+	indexed      bool                // has an index entry (info)
+	info         metastore.GroupInfo // the index entry as stored, if indexed
+	emptySince   time.Time           // Empty: when it last became empty
 	offsets      map[tp]metastore.Offset
 
 	rebalanceDeadline time.Time // PreparingRebalance: complete by then regardless
@@ -100,12 +102,17 @@ type group struct {
 }
 
 func newGroup(c *Coordinator, name string, shard int32) *group {
+	now := c.clock.Now()
 	return &group{c: c, name: name, shard: shard, members: map[string]*member{}, statics: map[string]string{},
-		pending: map[string]time.Time{}, offsets: map[tp]metastore.Offset{}, lastUsed: c.clock.Now()}
+		pending: map[string]time.Time{}, offsets: map[tp]metastore.Offset{}, lastUsed: now, emptySince: now}
 }
 
 // load reads the group's generation, committed offsets and index entry
-// from the metastore. Holds g.mu, across the metastore calls.
+// from the metastore. Retention times the records lack (stored before
+// they were kept, or the group had members on the coordinator before)
+// are taken as now and written back, so retention counts from this first
+// load and never restarts: an offset expires no earlier than before.
+// Holds g.mu, across the metastore calls.
 func (g *group) load(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, metaTimeout)
 	defer cancel()
@@ -117,20 +124,42 @@ func (g *group) load(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	g.generation = int32(gen)
-	g.offsets = make(map[tp]metastore.Offset, len(offs))
-	for _, o := range offs {
-		g.offsets[tp{o.Topic, o.Partition}] = o
-	}
 	info, indexed, err := g.c.opts.Meta.GroupInfo(ctx, g.name)
 	if err != nil {
 		return err
 	}
-	g.indexed = indexed
+	now := g.c.clock.Now()
+	g.generation = int32(gen)
+	g.offsets = make(map[tp]metastore.Offset, len(offs))
+	var stamp []metastore.Offset
+	for _, o := range offs {
+		if o.CommittedAt == 0 {
+			o.CommittedAt = now.UnixMilli()
+			stamp = append(stamp, o)
+		}
+		g.offsets[tp{o.Topic, o.Partition}] = o
+	}
+	g.indexed, g.info = indexed, info
 	if g.protocolType == "" {
 		g.protocolType = info.ProtocolType
 	}
+	// Not in memory, so without members here: empty since the entry says,
+	// or (it had members, elsewhere or before a restart) since now.
+	g.emptySince = now
+	if info.EmptySince != 0 {
+		g.emptySince = time.UnixMilli(info.EmptySince)
+	}
 	g.loaded = true
+	if len(stamp) > 0 {
+		if err := g.c.opts.Meta.StampOffsets(ctx, g.name, stamp); err != nil {
+			g.c.log.Warn("record commit times of old offsets", "group", g.name, "err", err)
+		}
+	}
+	if indexed || len(offs) > 0 {
+		if err := g.storeInfo(ctx, now); err != nil {
+			g.c.log.Warn("update group index entry", "group", g.name, "err", err)
+		}
+	}
 	return nil
 }
 
@@ -264,8 +293,7 @@ func (g *group) maybeCompleteJoin(now time.Time) {
 	}
 	if len(g.members) == 0 {
 		clear(g.pending)
-		g.state = stateEmpty
-		g.leader, g.protocol = "", ""
+		g.becameEmpty(now)
 		return
 	}
 	// The leader must be a member that rejoined, to be told the members.
@@ -279,10 +307,13 @@ func (g *group) maybeCompleteJoin(now time.Time) {
 	clear(g.pending)
 	ctx, cancel := context.WithTimeout(g.c.ctx, metaTimeout)
 	defer cancel()
-	gen, err := g.c.opts.Meta.NewGeneration(ctx, g.name)
-	if err == nil && !g.indexed {
-		err = g.c.opts.Meta.IndexGroup(ctx, metastore.GroupInfo{Group: g.name, ProtocolType: g.protocolType})
-		g.indexed = err == nil
+	// Index the group, or record that it is not empty any more (and its
+	// protocol type), before the generation that other coordinators would
+	// count from: an entry never says empty while a generation is live.
+	var gen int64
+	err := g.storeInfo(ctx, now)
+	if err == nil {
+		gen, err = g.c.opts.Meta.NewGeneration(ctx, g.name)
 	}
 	if err != nil {
 		// The members retry (COORDINATOR_NOT_AVAILABLE is retriable) and
@@ -417,8 +448,7 @@ func (g *group) memberLeft(now time.Time, reason string) {
 	switch g.state {
 	case stateStable, stateCompletingRebalance:
 		if len(g.members) == 0 {
-			g.state = stateEmpty
-			g.leader, g.protocol = "", ""
+			g.becameEmpty(now)
 			return
 		}
 		g.prepareRebalance(reason)
@@ -505,10 +535,9 @@ func (g *group) commit(ctx context.Context, offs []metastore.Offset) error {
 	ctx, cancel := context.WithTimeout(ctx, metaTimeout)
 	defer cancel()
 	if !g.indexed {
-		if err := g.c.opts.Meta.IndexGroup(ctx, metastore.GroupInfo{Group: g.name, ProtocolType: g.protocolType}); err != nil {
+		if err := g.storeInfo(ctx, g.c.clock.Now()); err != nil {
 			return err
 		}
-		g.indexed = true
 	}
 	err := g.c.opts.Meta.CommitOffsets(ctx, g.name, int64(g.generation), offs)
 	if errors.Is(err, metastore.ErrFenced) {

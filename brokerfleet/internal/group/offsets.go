@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -72,25 +73,32 @@ func (c *Coordinator) Commit(ctx context.Context, req *kmsg.OffsetCommitRequest)
 		}
 		g.touch(m)
 	}
+	now := c.clock.Now()
 	var offs []metastore.Offset
 	for i, rt := range req.Topics {
+		var id metastore.TopicID
+		known := true
+		if c.opts.TopicID != nil {
+			id, known = c.opts.TopicID(rt.Topic)
+		}
 		for j, rp := range rt.Partitions {
 			sp := &resp.Topics[i].Partitions[j]
 			md := deref(rp.Metadata)
 			switch {
-			case !c.opts.PartitionExists(rt.Topic, rp.Partition):
+			case !known || !c.opts.PartitionExists(rt.Topic, rp.Partition):
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
 			case len(md) > c.opts.MaxMetadataBytes:
 				sp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
 				continue
 			}
-			o := metastore.Offset{Topic: rt.Topic, Partition: rp.Partition, Offset: rp.Offset, LeaderEpoch: rp.LeaderEpoch, Metadata: md}
+			o := metastore.Offset{Topic: rt.Topic, Partition: rp.Partition, Offset: rp.Offset, LeaderEpoch: rp.LeaderEpoch, Metadata: md,
+				TopicID: id, CommittedAt: now.UnixMilli()}
 			if req.Version < 6 {
 				o.LeaderEpoch = -1
 			}
-			if cur, ok := g.offsets[tp{o.Topic, o.Partition}]; ok && cur.Offset == o.Offset && cur.LeaderEpoch == o.LeaderEpoch && cur.Metadata == o.Metadata {
-				continue // unchanged: nothing to write
+			if cur, ok := g.offsets[tp{o.Topic, o.Partition}]; ok && unchanged(cur, o, now, c.opts.OffsetsRetentionCheckInterval) {
+				continue // nothing to write
 			}
 			offs = append(offs, o)
 		}
@@ -109,6 +117,16 @@ func (c *Coordinator) Commit(ctx context.Context, req *kmsg.OffsetCommitRequest)
 		return setAll(codeCoordinatorNotAvailable)
 	}
 	return resp
+}
+
+// unchanged reports whether committing o over cur need not write: the
+// same offset of the same topic, and cur's commit time is recent enough.
+// A re-commit keeps an offset from expiring (Kafka stamps every commit),
+// so the stored time is refreshed once it is a check interval old: expiry
+// is then at most that much early, the granularity of the checks anyway.
+func unchanged(cur, o metastore.Offset, now time.Time, refresh time.Duration) bool {
+	return cur.Offset == o.Offset && cur.LeaderEpoch == o.LeaderEpoch && cur.Metadata == o.Metadata &&
+		cur.TopicID == o.TopicID && now.Sub(commitTime(cur, now)) < refresh
 }
 
 // forget drops a group from memory. Holds g.mu, and takes c.mu (the lock
