@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/stratamq/strata/brokerfleet/internal/broker"
@@ -22,6 +24,8 @@ on 127.0.0.1:9092-9094 (ids 0-2) sharing an embedded metastore, with
 their data under --data (kept across restarts), topics auto-created on
 first use with three replicas. Prints one line containing "ready" and the
 bootstrap address once it serves; SIGINT or SIGTERM shuts it down cleanly.
+With -racks each broker gets a rack (an availability zone), so consumers
+that set client.rack read from the replica in their rack (KIP-392).
 
 flags:
 `
@@ -44,6 +48,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	registryAddr := fs.String("registry", "127.0.0.1:8081", "address of the schema registry (Confluent REST API at the root path) and the DLQ console (/console/); empty: off")
 	tiered := fs.Bool("tier", true, "run an in-process S3 stand-in (persistent in <data>/s3.db) as the long-term tier")
 	brokers := fs.Int("brokers", 3, "number of brokers; broker i listens on the -listen port + i (all on random ports when it is 0)")
+	racksFlag := fs.String("racks", "", "comma-separated racks, one per broker: broker i gets the i-th (e.g. az-a,az-b,az-c; empty: no racks)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file at shutdown")
 	memProfile := fs.String("memprofile", "", "write an allocation profile (pprof allocs: every allocation since start) to this file at shutdown")
 	if err := parseFlags(fs, args, stderr, false); err != nil {
@@ -70,6 +75,13 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if *brokers < 1 || *brokers > 16 {
 		return usageError{fmt.Errorf("invalid value %d for flag -brokers: want 1 to 16", *brokers)}
+	}
+	var racks []string
+	if *racksFlag != "" {
+		racks = strings.Split(*racksFlag, ",")
+		if len(racks) != *brokers || slices.Contains(racks, "") {
+			return usageError{fmt.Errorf("invalid value %q for flag -racks: want %d non-empty racks, one per broker (-brokers)", *racksFlag, *brokers)}
+		}
 	}
 	if cfg.DefaultReplicationFactor == 0 {
 		cfg.DefaultReplicationFactor = int16(min(3, *brokers))
@@ -121,6 +133,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	for i := 0; i < *brokers; i++ {
 		c := cfg
 		c.NodeID = int32(i)
+		if racks != nil {
+			c.Rack = racks[i]
+		}
 		c.DataDir = filepath.Join(cfg.DataDir, fmt.Sprintf("broker-%d", i))
 		p := 0
 		if basePort != 0 {

@@ -3,11 +3,40 @@ package broker
 // Fetch, versions 4-12. A fetch with a replica id (>= 0) is a follower
 // pulling from its leader: it reads past the high watermark, and its fetch
 // offset records how far it has replicated. v4 adds isolation level and the
-// last stable offset;
-// v5 the log start offset; v7 fetch sessions (we never create one: the
-// session id answered is 0, so clients send full requests); v9 the current
-// leader epoch; v11 rack and preferred read replica; v12 is flexible and
-// adds the last fetched epoch.
+// last stable offset; v5 the log start offset; v7 fetch sessions; v9 the
+// current leader epoch; v11 rack and preferred read replica; v12 is
+// flexible and adds the last fetched epoch.
+//
+// Fetch sessions (v7+, KIP-227; internal/fetchsession): epoch 0 creates a
+// session holding the request's partitions (answered with its id; id 0
+// when the cache has no room: the client goes on sessionless), epoch -1
+// is sessionless (and closes the session named), epoch > 0 is an
+// incremental fetch of its session: it lists only changed or added
+// partitions and forgotten ones, reads every partition the session holds,
+// and its answer leaves out those with nothing new. An unknown session
+// (or another principal's) is FETCH_SESSION_ID_NOT_FOUND, a wrong epoch
+// INVALID_FETCH_SESSION_EPOCH, both top-level with no partitions. A
+// follower's fetch answers at once when a high watermark it has not been
+// told moved, so consumers reading from it see records without waiting
+// for its next append.
+//
+// Reading from followers (v11+, KIP-392): a consumer that sends its rack
+// is told, for a partition this broker leads, the live in-sync follower in
+// its rack to read from instead (PreferredReadReplica, no records), unless
+// this broker is in that rack or none is. A follower serves consumer
+// fetches (v11+) of partitions it hosts up to the high watermark it has
+// learned from its leader: an offset between that and its log end gets an
+// empty answer, one past its log end or below its local log start
+// OFFSET_OUT_OF_RANGE (with its log start, so the client goes back to the
+// leader), a partition it no longer hosts NOT_LEADER_OR_FOLLOWER with the
+// leader's id. Older consumers and every follower fetch need the leader.
+//
+// ACLs: consumers need READ on each topic, followers CLUSTER_ACTION.
+// authorizeFetch takes denied topics out of the request, so they never
+// enter a session; the partitions a session already holds are not in the
+// request, so sessionRule checks every partition read, on every fetch (a
+// revoked ACL applies at the next fetch; the partition stays in the
+// session, answered TOPIC_AUTHORIZATION_FAILED).
 
 import (
 	"context"
@@ -19,6 +48,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/stratamq/strata/brokerfleet/internal/catalog"
+	"github.com/stratamq/strata/brokerfleet/internal/fetchsession"
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
 	"github.com/stratamq/strata/pkg/clock"
 	"github.com/stratamq/strata/pkg/segment"
@@ -29,158 +59,243 @@ func init() { register(1, 4, 12, later(handleFetch), authorizeFetch) }
 // maxFetchWait caps a client's MaxWaitMillis.
 const maxFetchWait = 30 * time.Second
 
-// handleFetch returns the function that answers the fetch: it reads the
-// requested partitions and, while fewer than MinBytes are available, waits
-// up to MaxWaitMillis for a high watermark to move.
+// handleFetch returns the function that answers the fetch: it resolves the
+// fetch session (there, in the connection's writer, so the fetches of one
+// connection use it in request order), reads the partitions and, while
+// fewer than MinBytes are available, waits up to MaxWaitMillis for a high
+// watermark (or, for followers, a log end) to move.
 func handleFetch(b *Broker, cc *clientConn, req *kmsg.FetchRequest) func() kmsg.Response {
 	return func() kmsg.Response {
-		if req.SessionID != 0 {
+		f, err := b.sessions.Begin(req, fetchsession.Owner{Principal: cc.sec.Principal(), Replica: req.ReplicaID})
+		if err != nil {
 			resp := req.ResponseKind().(*kmsg.FetchResponse)
-			resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+			resp.ErrorCode = errorCode(err)
 			return resp
 		}
-		wait := min(time.Duration(max(req.MaxWaitMillis, 0))*time.Millisecond, maxFetchWait)
-		deadline := b.clock.Now().Add(wait)
-		resp, n, stop := readFetch(b, req)
-		if n >= int(req.MinBytes) || stop || wait <= 0 {
-			return resp
-		}
-		// Register before re-reading so no move is missed. Followers wait
-		// for appends (they read uncommitted data), consumers for the high
-		// watermark.
-		wake := make(chan struct{}, 1)
-		for _, p := range fetchPartitions(b, req) {
+		r := &fetchRead{b: b, cc: cc, req: req, f: f, readable: sessionRule(b, cc, req.ReplicaID >= 0)}
+		resp := r.serve()
+		f.Finish(resp)
+		return resp
+	}
+}
+
+// fetchRead is one fetch being answered.
+type fetchRead struct {
+	b        *Broker
+	cc       *clientConn
+	req      *kmsg.FetchRequest
+	f        *fetchsession.Fetch
+	readable func(topic string) bool // nil: ACLs off
+}
+
+// serve reads until the answer is worth sending or MaxWait passes.
+func (r *fetchRead) serve() *kmsg.FetchResponse {
+	b, req := r.b, r.req
+	wait := min(time.Duration(max(req.MaxWaitMillis, 0))*time.Millisecond, maxFetchWait)
+	deadline := b.clock.Now().Add(wait)
+	first, n, now, moved := r.read()
+	if len(r.f.Parts) == 0 || n >= int(req.MinBytes) || now || wait <= 0 || r.news(first, nil, moved) {
+		return first
+	}
+	// Register before re-reading so no move is missed. Consumers wait for
+	// the high watermark, followers also for appends (they read
+	// uncommitted data).
+	wake := make(chan struct{}, 1)
+	s := b.cat.Snapshot()
+	for i := range r.f.Parts {
+		if p, _, _ := servingReplica(s, req, r.f.Parts[i].Topic, r.f.Parts[i].Partition); p != nil {
+			defer p.Watch(wake)()
 			if req.ReplicaID >= 0 {
 				defer p.WatchAppends(wake)()
-			} else {
-				defer p.Watch(wake)()
 			}
 		}
-		timer := b.clock.NewTimer(clock.Until(b.clock, deadline))
-		defer timer.Stop()
-		for {
-			resp, n, stop = readFetch(b, req)
-			if n >= int(req.MinBytes) || stop {
-				return resp
-			}
-			select {
-			case <-wake:
-			case <-timer.C():
-				resp, _, _ = readFetch(b, req)
-				return resp
-			case <-cc.ctx.Done():
-				return resp
-			}
+	}
+	timer := b.clock.NewTimer(clock.Until(b.clock, deadline))
+	defer timer.Stop()
+	for {
+		resp, n, now, moved := r.read()
+		if n >= int(req.MinBytes) || now || r.news(resp, first, moved) {
+			return resp
+		}
+		select {
+		case <-wake:
+		case <-timer.C():
+			resp, _, _, _ = r.read()
+			return resp
+		case <-r.cc.ctx.Done():
+			return resp
 		}
 	}
 }
 
-func fetchPartitions(b *Broker, req *kmsg.FetchRequest) []*partition.Partition {
-	var out []*partition.Partition
-	for _, rt := range req.Topics {
-		for _, rp := range rt.Partitions {
-			if p, _ := leaderOf(b.cat.Snapshot(), rt.Topic, rp.Partition); p != nil {
-				out = append(out, p)
+// news reports whether a follower's fetch should be answered before
+// MinBytes: a high watermark moved that it was not told (this fetch moved
+// it, it differs from what its session last said, or it moved since the
+// first read). Consumers wait for records.
+func (r *fetchRead) news(resp, first *kmsg.FetchResponse, moved bool) bool {
+	if r.req.ReplicaID < 0 {
+		return false
+	}
+	if moved || r.f.News(resp) {
+		return true
+	}
+	if first == nil {
+		return false
+	}
+	for i := range resp.Topics {
+		for j := range resp.Topics[i].Partitions {
+			if resp.Topics[i].Partitions[j].HighWatermark != first.Topics[i].Partitions[j].HighWatermark {
+				return true
 			}
 		}
 	}
-	return out
+	return false
 }
 
-// readFetch builds one fetch response from what is committed now. It
-// returns the bytes of records read and whether a partition error makes
-// waiting pointless (Kafka answers at once on errors).
-func readFetch(b *Broker, req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, bool) {
-	s := b.cat.Snapshot()
-	resp := req.ResponseKind().(*kmsg.FetchResponse)
-	remaining := int(req.MaxBytes)
-	if req.Version < 3 || remaining <= 0 {
-		remaining = int(b.cfg.MaxRequestBytes)
+// read builds one fetch response, in the order of the fetch's partitions,
+// from what is committed now (for followers: written). It returns the
+// bytes of records read, whether to answer now (a partition error or a
+// preferred read replica: Kafka answers those at once), and whether a
+// follower's fetch offsets moved a high watermark.
+func (r *fetchRead) read() (resp *kmsg.FetchResponse, total int, now, moved bool) {
+	s := r.b.cat.Snapshot()
+	resp = r.req.ResponseKind().(*kmsg.FetchResponse)
+	remaining := int(r.req.MaxBytes)
+	if remaining <= 0 {
+		remaining = int(r.b.cfg.MaxRequestBytes)
 	}
-	total, stop := 0, false
-	for _, rt := range req.Topics {
-		st := kmsg.NewFetchResponseTopic()
-		st.Topic = rt.Topic
-		st.TopicID = rt.TopicID
-		for _, rp := range rt.Partitions {
-			sp := kmsg.NewFetchResponseTopicPartition()
-			sp.Partition = rp.Partition
-			// Empty, not null: librdkafka rejects a null record set.
-			sp.RecordBatches = []byte{}
-			p, code := leaderOf(s, rt.Topic, rp.Partition)
+	for i := range r.f.Parts {
+		fp := &r.f.Parts[i]
+		if n := len(resp.Topics); n == 0 || resp.Topics[n-1].Topic != fp.Topic {
+			st := kmsg.NewFetchResponseTopic()
+			st.Topic = fp.Topic
+			resp.Topics = append(resp.Topics, st)
+		}
+		sp, n, pnow, pmoved := r.readPartition(s, fp, total, remaining)
+		st := &resp.Topics[len(resp.Topics)-1]
+		st.Partitions = append(st.Partitions, sp)
+		total += n
+		remaining -= n
+		now, moved = now || pnow, moved || pmoved
+	}
+	return resp, total, now, moved
+}
+
+// readPartition answers one partition; total and remaining are the bytes
+// read so far and what the response may still take.
+func (r *fetchRead) readPartition(s *catalog.Snapshot, fp *fetchsession.Part, total, remaining int) (sp kmsg.FetchResponseTopicPartition, n int, now, moved bool) {
+	b, req := r.b, r.req
+	sp = kmsg.NewFetchResponseTopicPartition()
+	sp.Partition = fp.Partition
+	sp.RecordBatches = []byte{} // empty, not null: librdkafka rejects a null record set
+	if r.readable != nil && !r.readable(fp.Topic) {
+		// Like the errors authorizeFetch appends: no reason to answer early.
+		sp.ErrorCode = errTopicAuthz
+		sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+		return sp, 0, false, false
+	}
+	p, leader, code := servingReplica(s, req, fp.Topic, fp.Partition)
+	switch {
+	case p == nil:
+		sp.ErrorCode = code
+		if code == kerr.NotLeaderForPartition.Code {
+			if l, epoch, _, _, ok := currentLeader(s, fp.Topic, fp.Partition); ok && l != b.cfg.NodeID {
+				sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = l, epoch
+			}
+		}
+		return sp, 0, true, false
+	case fp.LeaderEpoch > p.LeaderEpoch():
+		sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
+		return sp, 0, true, false
+	case fp.LeaderEpoch >= 0 && fp.LeaderEpoch < p.LeaderEpoch():
+		sp.ErrorCode = kerr.FencedLeaderEpoch.Code
+		return sp, 0, true, false
+	}
+	replica := req.ReplicaID >= 0
+	if replica {
+		// A follower: its fetch offset is its log end, which may move the
+		// high watermark.
+		before := p.HighWatermark()
+		p.ReplicaFetched(req.ReplicaID, fp.FetchOffset, fp.LogStartOffset)
+		moved = p.HighWatermark() != before
+	}
+	sp.HighWatermark = p.HighWatermark()
+	sp.LastStableOffset = sp.HighWatermark
+	sp.LogStartOffset = p.LogStartOffset()
+	if replica {
+		sp.LogStartOffset = p.LocalLogStartOffset() // where a follower can start
+	}
+	if leader && !replica && req.Version >= 11 && req.Rack != "" {
+		if id := preferredReadReplica(b, r.cc, s, fp.Topic, fp.Partition, p, req.Rack, fp.FetchOffset); id >= 0 {
+			sp.PreferredReadReplica = id // and no records: the client moves there
+			return sp, 0, true, moved
+		}
+	}
+	limit := min(int(fp.MaxBytes), remaining)
+	if limit <= 0 && total > 0 {
+		return sp, 0, false, moved
+	}
+	var data []byte
+	var err error
+	switch {
+	case replica && b.reassignThrottle != nil && throttled(s, fp.Topic, fp.Partition, req.ReplicaID):
+		// A replica being added by a reassignment: at most the throttle's
+		// rate (the follower polls again).
+		if limit = b.reassignThrottle.Allow(max(limit, 0)); limit == 0 {
+			return sp, 0, false, moved
+		}
+		data, err = p.ReadUncommitted(nil, fp.FetchOffset, limit)
+		b.reassignThrottle.Spend(len(data))
+	case replica:
+		data, err = p.ReadUncommitted(nil, fp.FetchOffset, max(limit, 0))
+	default:
+		data, err = p.Read(nil, fp.FetchOffset, max(limit, 0), total == 0)
+		if errors.Is(err, segment.ErrOffsetOutOfRange) && fp.FetchOffset < p.LocalLogStartOffset() {
 			switch {
-			case p == nil:
-				sp.ErrorCode = code
-				stop = true
-				if code == kerr.NotLeaderForPartition.Code {
-					if leader, epoch, _, _, ok := currentLeader(s, rt.Topic, rp.Partition); ok && leader != b.cfg.NodeID {
-						sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = leader, epoch
-					}
+			case !leader:
+				// Below this follower's local log: the client goes back to
+				// the leader, which may have it (KIP-392).
+				sp.LogStartOffset = p.LocalLogStartOffset()
+			case b.tier != nil && fp.FetchOffset >= p.LogStartOffset():
+				// Below the local log: the tier has it.
+				if ts := s.Topic(fp.Topic); ts != nil {
+					ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+					data, err = b.tier.Read(ctx, ts.Meta.ID, fp.Partition, fp.FetchOffset, max(limit, 1))
+					cancel()
 				}
-			case rp.CurrentLeaderEpoch > p.LeaderEpoch():
-				sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
-				stop = true
-			case rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch < p.LeaderEpoch():
-				sp.ErrorCode = kerr.FencedLeaderEpoch.Code
-				stop = true
-			default:
-				sp.HighWatermark = p.HighWatermark()
-				sp.LastStableOffset = sp.HighWatermark
-				sp.LogStartOffset = p.LogStartOffset()
-				if req.ReplicaID >= 0 {
-					sp.LogStartOffset = p.LocalLogStartOffset() // where a follower can start
-				}
-				limit := min(int(rp.PartitionMaxBytes), remaining)
-				if limit <= 0 && total > 0 {
-					break
-				}
-				var data []byte
-				var err error
-				if req.ReplicaID >= 0 {
-					// A follower: its fetch offset is its log end, which may
-					// move the high watermark; it reads uncommitted data.
-					p.ReplicaFetched(req.ReplicaID, rp.FetchOffset)
-					sp.HighWatermark = p.HighWatermark()
-					if b.reassignThrottle != nil && throttled(s, rt.Topic, rp.Partition, req.ReplicaID) {
-						// A replica being added by a reassignment: at most the
-						// throttle's rate (the follower polls again).
-						if limit = b.reassignThrottle.Allow(max(limit, 0)); limit == 0 {
-							break
-						}
-						data, err = p.ReadUncommitted(nil, rp.FetchOffset, limit)
-						b.reassignThrottle.Spend(len(data))
-					} else {
-						data, err = p.ReadUncommitted(nil, rp.FetchOffset, max(limit, 0))
-					}
-				} else {
-					data, err = p.Read(nil, rp.FetchOffset, max(limit, 0), total == 0)
-					if b.tier != nil && errors.Is(err, segment.ErrOffsetOutOfRange) && rp.FetchOffset < p.LocalLogStartOffset() && rp.FetchOffset >= p.LogStartOffset() {
-						// Below the local log: the tier has it.
-						if ts := s.Topic(rt.Topic); ts != nil {
-							ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
-							data, err = b.tier.Read(ctx, ts.Meta.ID, rp.Partition, rp.FetchOffset, max(limit, 1))
-							cancel()
-						}
-					}
-				}
-				if err != nil {
-					sp.ErrorCode = errorCode(err)
-					if !errors.Is(err, partition.ErrClosed) {
-						stop = true
-					}
-					break
-				}
-				if len(data) > 0 {
-					sp.RecordBatches = data
-				}
-				total += len(data)
-				remaining -= len(data)
 			}
-			st.Partitions = append(st.Partitions, sp)
 		}
-		resp.Topics = append(resp.Topics, st)
 	}
-	return resp, total, stop
+	if err != nil {
+		sp.ErrorCode = errorCode(err)
+		return sp, 0, !errors.Is(err, partition.ErrClosed), moved
+	}
+	if len(data) > 0 {
+		sp.RecordBatches = data
+	}
+	return sp, len(data), false, moved
+}
+
+// servingReplica returns the local replica that serves a partition to req
+// and whether this broker leads it, or nil and the error code: followers
+// and consumers before v11 read from the leader only, consumers of v11+
+// from any replica (KIP-392).
+func servingReplica(s *catalog.Snapshot, req *kmsg.FetchRequest, name string, idx int32) (*partition.Partition, bool, int16) {
+	p, code := leaderOf(s, name, idx)
+	if p != nil {
+		return p, true, 0
+	}
+	if code != kerr.NotLeaderForPartition.Code || req.ReplicaID >= 0 || req.Version < 11 {
+		return nil, false, code
+	}
+	t := s.Topic(name)
+	if t == nil {
+		return nil, false, kerr.UnknownTopicOrPartition.Code
+	}
+	if st, local, ok := t.Partition(idx); ok && local != nil && slices.Contains(st.Replicas, s.Self()) {
+		return local, false, 0
+	}
+	return nil, false, code
 }
 
 // throttled reports whether replica's fetches of a partition count against
@@ -194,7 +309,8 @@ func throttled(s *catalog.Snapshot, topic string, idx, replica int32) bool {
 	return ok && slices.Contains(st.AddingReplicas, replica)
 }
 
-// authorizeFetch is the ACL rule of Fetch.
+// authorizeFetch is the ACL rule of Fetch for the partitions a request
+// lists; sessionRule is the rest.
 func authorizeFetch(a access, r *kmsg.FetchRequest) (kmsg.Response, func(kmsg.Response)) {
 	replica := r.ReplicaID >= 0
 	var denied []kmsg.FetchRequestTopic
@@ -209,21 +325,57 @@ func authorizeFetch(a access, r *kmsg.FetchRequest) (kmsg.Response, func(kmsg.Re
 	fix := func(resp kmsg.Response) {
 		rr := resp.(*kmsg.FetchResponse)
 		for _, t := range denied {
-			rt := kmsg.NewFetchResponseTopic()
-			rt.Topic, rt.TopicID = t.Topic, t.TopicID
+			// Into the topic's entry if the answer has one (a session may
+			// hold other partitions of it), once per partition.
+			i := slices.IndexFunc(rr.Topics, func(rt kmsg.FetchResponseTopic) bool { return rt.Topic == t.Topic })
+			if i < 0 {
+				rt := kmsg.NewFetchResponseTopic()
+				rt.Topic, rt.TopicID = t.Topic, t.TopicID
+				rr.Topics = append(rr.Topics, rt)
+				i = len(rr.Topics) - 1
+			}
+			rt := &rr.Topics[i]
 			for _, tp := range t.Partitions {
+				if slices.ContainsFunc(rt.Partitions, func(p kmsg.FetchResponseTopicPartition) bool { return p.Partition == tp.Partition }) {
+					continue
+				}
 				rp := kmsg.NewFetchResponseTopicPartition()
 				rp.Partition, rp.ErrorCode = tp.Partition, errTopicAuthz
 				rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 				rt.Partitions = append(rt.Partitions, rp)
 			}
-			rr.Topics = append(rr.Topics, rt)
 		}
 	}
-	if len(r.Topics) == 0 { // nothing left to wait for: answer now, not after MaxWait
+	if len(r.Topics) == 0 && r.SessionID == 0 && r.SessionEpoch == -1 {
+		// Nothing left to wait for and no session to keep in step: answer
+		// now, not after MaxWait.
 		resp := r.ResponseKind().(*kmsg.FetchResponse)
 		fix(resp)
 		return resp, nil
 	}
 	return nil, fix
+}
+
+// sessionRule returns the ACL check of every partition a fetch reads,
+// those its session holds included (nil when ACLs are off): READ on the
+// topic for consumers, CLUSTER_ACTION for followers. Decisions are kept
+// for the one fetch.
+func sessionRule(b *Broker, cc *clientConn, replica bool) func(topic string) bool {
+	if b.authz == nil {
+		return nil
+	}
+	a := access{b, cc}
+	if replica {
+		ok := a.cluster(opClusterAction)
+		return func(string) bool { return ok }
+	}
+	seen := map[string]bool{}
+	return func(topic string) bool {
+		ok, done := seen[topic]
+		if !done {
+			ok = a.can(opRead, resTopic, topic)
+			seen[topic] = ok
+		}
+		return ok
+	}
 }

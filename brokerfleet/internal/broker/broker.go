@@ -18,6 +18,7 @@ import (
 
 	"github.com/stratamq/strata/brokerfleet/internal/catalog"
 	"github.com/stratamq/strata/brokerfleet/internal/controller"
+	"github.com/stratamq/strata/brokerfleet/internal/fetchsession"
 	"github.com/stratamq/strata/brokerfleet/internal/group"
 	"github.com/stratamq/strata/brokerfleet/internal/metrics"
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
@@ -52,6 +53,7 @@ type Broker struct {
 	registry *schemaregistry.Registry
 	admin    *admin
 	pids     *pidAllocator
+	sessions *fetchsession.Cache // incremental fetch sessions (KIP-227)
 	// reassignThrottle caps what is sent to replicas being added by a
 	// reassignment; nil when unthrottled.
 	reassignThrottle *replication.Throttle
@@ -127,6 +129,7 @@ func New(cfg Config) (*Broker, error) {
 		lns: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{},
 	}
 	b.initSecurity(ctx)
+	b.sessions = fetchsession.New(fetchsession.Options{Slots: cfg.FetchSessionSlots, Clock: cfg.Clock})
 	b.reassignThrottle = replication.NewThrottle(cfg.ReassignThrottle, cfg.Clock)
 	b.registry = schemaregistry.New(cfg.Meta, schemaregistry.Options{})
 	b.follower = replication.NewFollower(ctx, replication.Options{

@@ -8,6 +8,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/stratamq/strata/brokerfleet/internal/fetchsession"
 	"github.com/stratamq/strata/brokerfleet/internal/group"
 	"github.com/stratamq/strata/brokerfleet/internal/security"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
@@ -91,6 +92,10 @@ type Config struct {
 	MaxRequestBytes int32
 	// MaintenanceInterval is how often retention and segment.ms are applied.
 	MaintenanceInterval time.Duration
+	// FetchSessionSlots is the most incremental fetch sessions (KIP-227)
+	// the broker holds at once (Kafka's
+	// max.incremental.fetch.session.cache.slots); 0 turns them off.
+	FetchSessionSlots int
 	// GroupMinSessionTimeout and GroupMaxSessionTimeout bound the session
 	// timeouts consumer group members may ask for
 	// (group.min/max.session.timeout.ms).
@@ -141,6 +146,7 @@ func DefaultConfig() Config {
 		DefaultReplicationFactor:   1,
 		MaxRequestBytes:            100 << 20,
 		MaintenanceInterval:        30 * time.Second,
+		FetchSessionSlots:          fetchsession.DefaultSlots,
 		Lease:                      metastore.LeaseOptions{Duration: 6 * time.Second, Margin: time.Second},
 		WatchInterval:              250 * time.Millisecond,
 		ReplicaLagMax:              10 * time.Second,
@@ -201,6 +207,9 @@ func (c *Config) ValidateSettings() error {
 	}
 	if c.MaxReassignments < 1 {
 		errs = append(errs, fmt.Errorf("max-reassignments: %d is not positive", c.MaxReassignments))
+	}
+	if c.FetchSessionSlots < 0 {
+		errs = append(errs, fmt.Errorf("fetch-session-slots: %d is negative", c.FetchSessionSlots))
 	}
 	if c.ReassignThrottle < 0 {
 		errs = append(errs, fmt.Errorf("reassign-throttle: %d is negative", c.ReassignThrottle))

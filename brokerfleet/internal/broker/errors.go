@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stratamq/strata/brokerfleet/internal/controller"
+	"github.com/stratamq/strata/brokerfleet/internal/fetchsession"
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
 	"github.com/stratamq/strata/brokerfleet/internal/tier"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
@@ -59,6 +60,10 @@ func errorCode(err error) int16 {
 		return kerr.InvalidProducerEpoch.Code
 	case errors.Is(err, partition.ErrClosed), errors.Is(err, segment.ErrClosed):
 		return kerr.NotLeaderForPartition.Code
+	case errors.Is(err, fetchsession.ErrNotFound):
+		return kerr.FetchSessionIDNotFound.Code
+	case errors.Is(err, fetchsession.ErrInvalidEpoch):
+		return kerr.InvalidFetchSessionEpoch.Code
 	case errors.Is(err, context.DeadlineExceeded):
 		return kerr.RequestTimedOut.Code
 	default:

@@ -28,7 +28,7 @@ func TestComponentsDoNotImportTheBroker(t *testing.T) {
 		t.Skip("the go command is not on PATH")
 	}
 	const broker = "github.com/stratamq/strata/brokerfleet/internal/broker"
-	for _, c := range []string{"catalog", "controller", "replication", "tier", "security", "metrics", "group", "wire", "partition", "topic"} {
+	for _, c := range []string{"catalog", "controller", "replication", "tier", "security", "metrics", "group", "wire", "partition", "topic", "fetchsession"} {
 		out, err := exec.Command("go", "list", "-deps", "../"+c).Output()
 		require.NoError(t, err, c)
 		for _, dep := range strings.Fields(string(out)) {

@@ -13,6 +13,7 @@ import (
 type replica struct {
 	fetched    bool      // it has fetched since we became leader
 	leo        int64     // the follower holds every offset below this
+	logStart   int64     // its local log start, as its last fetch said (-1: unknown)
 	caughtUpAt time.Time // last time its fetch reached our log end (monotonic)
 }
 
@@ -97,8 +98,9 @@ func (p *Partition) ISR() []int32 {
 }
 
 // ReplicaFetched records a follower's fetch from offset: it holds
-// everything below it. The high watermark may move.
-func (p *Partition) ReplicaFetched(id int32, fetchOffset int64) {
+// everything below it, from logStart (its local log start; -1 when it did
+// not say). The high watermark may move.
+func (p *Partition) ReplicaFetched(id int32, fetchOffset, logStart int64) {
 	leo := p.log.NextOffset()
 	p.repMu.Lock()
 	f := p.rep.followers[id]
@@ -108,12 +110,26 @@ func (p *Partition) ReplicaFetched(id int32, fetchOffset int64) {
 			p.rep.followers[id] = f
 		}
 	}
-	f.leo, f.fetched = fetchOffset, true
+	f.leo, f.logStart, f.fetched = fetchOffset, logStart, true
 	if fetchOffset >= leo {
 		f.caughtUpAt = p.now()
 	}
 	p.repMu.Unlock()
 	p.recomputeHWM()
+}
+
+// ReplicaRange returns the offsets a follower holds as its fetches since
+// this broker became leader tell: from logStart (-1: unknown) to logEnd;
+// ok is false when it has not fetched yet. Consumers may be sent to it
+// (KIP-392) only for offsets in that range.
+func (p *Partition) ReplicaRange(id int32) (logStart, logEnd int64, ok bool) {
+	p.repMu.Lock()
+	defer p.repMu.Unlock()
+	f := p.rep.followers[id]
+	if f == nil || !f.fetched {
+		return 0, 0, false
+	}
+	return f.logStart, f.leo, true
 }
 
 // LaggingISR returns the ISR followers that have not caught up with the

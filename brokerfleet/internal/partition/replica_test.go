@@ -21,21 +21,21 @@ func TestLeaderHighWatermarkIsLowestISREnd(t *testing.T) {
 	require.EqualValues(t, 10, p.LogEndOffset())
 	require.EqualValues(t, 0, p.HighWatermark(), "no follower has fetched yet")
 
-	p.ReplicaFetched(2, 10)
+	p.ReplicaFetched(2, 10, 0)
 	require.EqualValues(t, 0, p.HighWatermark(), "replica 3 has nothing yet")
-	p.ReplicaFetched(3, 4)
+	p.ReplicaFetched(3, 4, 0)
 	require.EqualValues(t, 4, p.HighWatermark())
-	p.ReplicaFetched(3, 10)
+	p.ReplicaFetched(3, 10, 0)
 	require.EqualValues(t, 10, p.HighWatermark())
 
 	// Replica 3 falls behind and leaves the ISR; the rest carries on.
 	mustAppend(t, p, plain(3, 4))
-	p.ReplicaFetched(2, 12)
+	p.ReplicaFetched(2, 12, 0)
 	require.EqualValues(t, 10, p.HighWatermark())
 	p.SetReplication(1, true, []int32{1, 2, 3}, []int32{1, 2})
 	require.EqualValues(t, 12, p.HighWatermark())
 	require.Empty(t, p.CaughtUpOutOfSync(), "replica 3 is behind the high watermark")
-	p.ReplicaFetched(3, 12)
+	p.ReplicaFetched(3, 12, 0)
 	require.Equal(t, []int32{3}, p.CaughtUpOutOfSync())
 
 	// The high watermark never moves back.
@@ -50,7 +50,7 @@ func TestLaggingISRAfterMaxLag(t *testing.T) {
 	mustAppend(t, p, plain(1))
 	time.Sleep(80 * time.Millisecond)
 	require.Equal(t, []int32{2}, p.LaggingISR(50*time.Millisecond))
-	p.ReplicaFetched(2, 1) // caught up
+	p.ReplicaFetched(2, 1, 0) // caught up
 	require.Empty(t, p.LaggingISR(50*time.Millisecond))
 }
 
@@ -92,7 +92,7 @@ func TestPromotedFollowerAdvancesHighWatermark(t *testing.T) {
 	require.NoError(t, follower.AppendReplica(0, data, 4)) // it learned HWM 4 of 6
 	follower.SetReplication(2, true, []int32{1, 2, 3}, []int32{2, 3})
 	require.EqualValues(t, 4, follower.HighWatermark())
-	follower.ReplicaFetched(3, 6)
+	follower.ReplicaFetched(3, 6, 0)
 	require.EqualValues(t, 6, follower.HighWatermark())
 }
 
@@ -149,4 +149,20 @@ func TestFollowerSyncsFsyncTopics(t *testing.T) {
 	kept := openLog(t, fs.Crash(0))
 	defer kept.Close()
 	require.EqualValues(t, 6, kept.NextOffset(), "SyncReplica returned before the data was durable")
+}
+
+// TestReplicaRange: what a leader knows of a follower's log, from its
+// fetches since the leadership began.
+func TestReplicaRange(t *testing.T) {
+	p, _ := newPartition(t, segment.NewMemFS(), testConfig("replicated"), time.Now)
+	p.SetReplication(1, true, []int32{1, 2}, []int32{1, 2})
+	_, _, ok := p.ReplicaRange(2)
+	require.False(t, ok, "not fetched yet")
+	p.ReplicaFetched(2, 7, 3)
+	start, end, ok := p.ReplicaRange(2)
+	require.True(t, ok)
+	require.EqualValues(t, 3, start)
+	require.EqualValues(t, 7, end)
+	_, _, ok = p.ReplicaRange(3)
+	require.False(t, ok, "not a replica")
 }

@@ -212,6 +212,7 @@ func (r *Follower) run(ctx context.Context, l *fetchLoop) {
 	// replica has reconciled with (KIP-101): a new epoch means a new
 	// leader, whose log may differ past the last common epoch.
 	truncatedAt := map[partKey]int32{}
+	var sess fetchSession // the incremental fetch session with this leader
 	for ctx.Err() == nil {
 		if conn == nil {
 			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -247,7 +248,7 @@ func (r *Follower) run(ctx context.Context, l *fetchLoop) {
 			clock.Sleep(ctx, r.clock, replicaBackoff)
 			continue
 		}
-		req := r.fetchRequest(parts)
+		req := r.fetchRequest(parts, &sess)
 		resp, err := conn.Do(req, r.fetchWait()+10*time.Second)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -255,12 +256,21 @@ func (r *Follower) run(ctx context.Context, l *fetchLoop) {
 			}
 			conn.Close()
 			conn = nil
+			sess.reset() // the answer is lost: the leader's session may be ahead
 			if !l.interrupted.Swap(false) {
 				clock.Sleep(ctx, r.clock, replicaBackoff)
 			}
 			continue
 		}
-		if !r.apply(parts, resp.(*kmsg.FetchResponse), truncatedAt, log) {
+		fr := resp.(*kmsg.FetchResponse)
+		if !sess.answered(fr) {
+			if fr.ErrorCode != kerr.FetchSessionIDNotFound.Code && fr.ErrorCode != kerr.InvalidFetchSessionEpoch.Code {
+				log.Warn("replica fetch error", "err", kerr.ErrorForCode(fr.ErrorCode))
+				clock.Sleep(ctx, r.clock, replicaBackoff)
+			}
+			continue // a session error: a full fetch at once
+		}
+		if !r.apply(parts, fr, truncatedAt, log) {
 			clock.Sleep(ctx, r.clock, replicaBackoff)
 		}
 	}
@@ -341,8 +351,8 @@ func (r *Follower) truncate(conn *wire.Conn, parts []followed, done map[partKey]
 
 // fetchWait is how long the leader may hold a follower's fetch while it has
 // nothing new. The leader answers as soon as it appends, so this costs no
-// latency; it only sets how often an idle follower asks (each fetch lists
-// every partition it follows from that leader: with 1,000 partitions,
+// latency; it only sets how often an idle follower asks (the leader reads
+// every partition of the fetch session each time: with 1,000 partitions,
 // asking twice a second was most of an idle cluster's CPU). It stays well
 // inside ReplicaLagMax, since a follower proves it is caught up by
 // fetching.
@@ -350,32 +360,16 @@ func (r *Follower) fetchWait() time.Duration {
 	return min(replicaFetchWait, r.opts.ReplicaLagMax/4)
 }
 
-func (r *Follower) fetchRequest(parts []followed) *kmsg.FetchRequest {
+// fetchRequest builds the next fetch of parts within sess: full, or
+// incremental (only what changed since the leader's session last heard).
+func (r *Follower) fetchRequest(parts []followed, sess *fetchSession) *kmsg.FetchRequest {
 	req := kmsg.NewPtrFetchRequest()
 	req.Version = 12
 	req.ReplicaID = r.opts.NodeID
 	req.MaxWaitMillis = int32(r.fetchWait() / time.Millisecond)
 	req.MinBytes = 1
 	req.MaxBytes = replicaFetchMaxBytes
-	req.SessionEpoch = -1
-	byTopic := map[string]int{}
-	for _, f := range parts {
-		i, ok := byTopic[f.topic]
-		if !ok {
-			rt := kmsg.NewFetchRequestTopic()
-			rt.Topic = f.topic
-			req.Topics = append(req.Topics, rt)
-			i = len(req.Topics) - 1
-			byTopic[f.topic] = i
-		}
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition = f.index
-		rp.CurrentLeaderEpoch = f.epoch
-		rp.FetchOffset = f.p.LogEndOffset()
-		rp.LogStartOffset = f.p.LocalLogStartOffset()
-		rp.PartitionMaxBytes = replicaPartMaxBytes
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
-	}
+	sess.fill(req, parts)
 	return req
 }
 

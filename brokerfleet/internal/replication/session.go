@@ -1,0 +1,138 @@
+package replication
+
+import (
+	"math"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// A fetch loop's side of its incremental fetch session with the leader
+// (KIP-227). The first fetch is full: it lists every partition and asks
+// for a session (epoch 0). Then each fetch lists only the partitions
+// whose fetch state (offset, leader epoch, log start) changed or that
+// were added, and forgets those no longer followed; the leader reads the
+// rest at the offsets it holds and answers only what changed. A session
+// error, a lost connection, or a leader without room for the session
+// makes the next fetch full again.
+
+// sentPart is the fetch state of a partition as the leader's session
+// holds it.
+type sentPart struct {
+	offset, logStart int64
+	epoch            int32
+}
+
+// fetchSession is owned by one fetch loop's goroutine.
+type fetchSession struct {
+	id    int32
+	epoch int32 // 0: the next fetch is full and creates a session
+	held  map[partKey]sentPart
+
+	// What the request in flight tells, recorded once it is answered.
+	full   bool
+	told   map[partKey]sentPart
+	forgot []partKey
+}
+
+func sentOf(f followed) sentPart {
+	return sentPart{offset: f.p.LogEndOffset(), logStart: f.p.LocalLogStartOffset(), epoch: f.epoch}
+}
+
+// fill sets req's session fields and lists the partitions of parts it
+// must tell: all of them for a full fetch, else those the leader's
+// session does not hold as they are now, and the forgotten ones.
+func (s *fetchSession) fill(req *kmsg.FetchRequest, parts []followed) {
+	req.SessionID, req.SessionEpoch = s.id, s.epoch
+	s.full = s.epoch == 0
+	s.told = make(map[partKey]sentPart, len(parts))
+	s.forgot = s.forgot[:0]
+	byTopic := map[string]int{}
+	for _, f := range parts {
+		k := partKey{f.topic, f.index}
+		st := sentOf(f)
+		s.told[k] = st
+		if held, ok := s.held[k]; ok && !s.full && held == st {
+			continue
+		}
+		i, ok := byTopic[f.topic]
+		if !ok {
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic = f.topic
+			req.Topics = append(req.Topics, rt)
+			i = len(req.Topics) - 1
+			byTopic[f.topic] = i
+		}
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = f.index
+		rp.CurrentLeaderEpoch = st.epoch
+		rp.FetchOffset = st.offset
+		rp.LogStartOffset = st.logStart
+		rp.PartitionMaxBytes = replicaPartMaxBytes
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
+	if s.full {
+		return
+	}
+	forgotten := map[string]int{}
+	for k := range s.held {
+		if _, ok := s.told[k]; ok {
+			continue
+		}
+		s.forgot = append(s.forgot, k)
+		i, ok := forgotten[k.topic]
+		if !ok {
+			ft := kmsg.NewFetchRequestForgottenTopic()
+			ft.Topic = k.topic
+			req.ForgottenTopics = append(req.ForgottenTopics, ft)
+			i = len(req.ForgottenTopics) - 1
+			forgotten[k.topic] = i
+		}
+		req.ForgottenTopics[i].Partitions = append(req.ForgottenTopics[i].Partitions, k.index)
+	}
+}
+
+// answered records the leader's answer to the request fill built. It
+// returns false when the answer is a session error (the next fetch is
+// full; no reason to back off) or another top-level error.
+func (s *fetchSession) answered(resp *kmsg.FetchResponse) bool {
+	switch resp.ErrorCode {
+	case 0:
+	case kerr.FetchSessionIDNotFound.Code:
+		s.id, s.epoch, s.held = 0, 0, nil
+		return false
+	default: // INVALID_FETCH_SESSION_EPOCH and anything else
+		s.reset()
+		return false
+	}
+	switch {
+	case resp.SessionID == 0:
+		// The leader holds no session for us (no room, or sessions off):
+		// fetches stay full; each asks for a session again.
+		s.id, s.epoch, s.held = 0, 0, nil
+	case s.full:
+		s.id, s.epoch, s.held = resp.SessionID, 1, s.told
+	case resp.SessionID != s.id:
+		s.reset()
+	default:
+		for k, st := range s.told {
+			s.held[k] = st
+		}
+		for _, k := range s.forgot {
+			delete(s.held, k)
+		}
+		if s.epoch == math.MaxInt32 {
+			s.epoch = 1 // the leader wraps the same way
+		} else {
+			s.epoch++
+		}
+	}
+	s.told = nil
+	return true
+}
+
+// reset makes the next fetch full; naming the old session in it (with
+// epoch 0) closes it on the leader.
+func (s *fetchSession) reset() {
+	s.epoch, s.held, s.told = 0, nil, nil
+}
