@@ -11,7 +11,7 @@ build:
 # Unit, in-process and client tests, then the chaos checker's own tests
 # (synthetic histories, build tag chaos, no cluster: milliseconds). Suites
 # whose outside tool is missing skip locally; .ci/run sets
-# STRATA_REQUIRE_ALL=1 so they fail instead.
+# STRATA_REQUIRE_ALL=1 so they fail instead (pkg/testenv).
 test:
 	$(GO) test -race -count=1 -timeout 25m ./...
 	$(GO) test -race -count=1 -tags chaos -run '^(TestCheck|TestHistory)' ./e2e/chaos/
