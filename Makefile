@@ -46,9 +46,12 @@ demo:
 chaos:
 	$(GO) test -tags chaos -count=1 -timeout 40m ./e2e/chaos/ -run TestChaos -v
 
-# End-to-end tests driving whole clusters (build tag e2e).
+# Every end-to-end suite in e2e/, each driving a whole cluster: the order
+# pipeline (e2e/orders, also part of `make test`), then every chaos
+# scenario (`make chaos`).
 e2e:
-	$(GO) test -count=1 -tags e2e -timeout 30m ./e2e/...
+	$(GO) test -count=1 -timeout 15m ./e2e/...
+	$(MAKE) chaos
 
 # Throughput and latency against franz-go's kfake in the same run.
 bench:
