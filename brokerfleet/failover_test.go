@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/stratamq/strata/pkg/metastore/dynamo/dynamotest"
@@ -113,10 +115,89 @@ type ack struct {
 	at         time.Time
 }
 
+// produceLog collects what a failover test's producer was told: acks,
+// failed records, and franz-go's reports of data loss (a batch answered
+// with OUT_OF_ORDER_SEQUENCE_NUMBER or UNKNOWN_PRODUCER_ID: the broker
+// forgot batches of this producer).
+type produceLog struct {
+	mu       sync.Mutex
+	acks     []ack
+	fails    []produceFailure
+	dataLoss []string
+}
+
+// produceFailure is a record the producer gave up on, and when.
+type produceFailure struct {
+	value string
+	err   error
+	at    time.Time
+}
+
+// promise is the produce callback that records into l.
+func (l *produceLog) promise(r *kgo.Record, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		l.fails = append(l.fails, produceFailure{string(r.Value), err, time.Now()})
+		return
+	}
+	l.acks = append(l.acks, ack{string(r.Key), string(r.Value), r.Partition, r.Offset, time.Now()})
+}
+
+// onDataLoss is for kgo.ProducerOnDataLossDetected.
+func (l *produceLog) onDataLoss(topic string, p int32) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.dataLoss = append(l.dataLoss, fmt.Sprintf("%s/%d at %s", topic, p, time.Now().Format("15:04:05.000")))
+}
+
+// window is a stretch of time in which a fault may make records fail.
+type window struct{ from, to time.Time }
+
+func (w window) String() string {
+	return w.from.Format("15:04:05.000") + "-" + w.to.Format("15:04:05.000")
+}
+
+// unavailable reports whether err is how franz-go gives up on a record
+// whose partition it could not reach: out of time or retries, or the
+// last attempt ended in a retriable Kafka error (NOT_LEADER_OR_FOLLOWER,
+// UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT...)
+// or a broken connection. Anything else, such as OUT_OF_ORDER_SEQUENCE_NUMBER
+// or INVALID_RECORD, means the broker broke the producer's contract.
+func unavailable(err error) bool {
+	return errors.Is(err, kgo.ErrRecordTimeout) || errors.Is(err, kgo.ErrRecordRetries) ||
+		kerr.IsRetriable(err) || kgo.IsRetryableBrokerErr(err)
+}
+
+// check asserts what Kafka promises an idempotent acks=all producer with
+// unbounded retries and a delivery timeout longer than any failover: no
+// data loss is reported, and a record fails only while a fault keeps its
+// partition from a reachable leader (inside one of windows), and only in
+// the unavailable way. Call it with l.mu held.
+func (l *produceLog) check(t *testing.T, windows []window) {
+	t.Helper()
+	require.Empty(t, l.dataLoss, "franz-go detected data loss (a sequence the broker forgot)")
+	kinds := map[string]int{}
+	for _, f := range l.fails {
+		require.True(t, unavailable(f.err), "record %s failed with a non-retriable error: %v", f.value, f.err)
+		inside := false
+		for _, w := range windows {
+			inside = inside || (!f.at.Before(w.from) && !f.at.After(w.to))
+		}
+		require.True(t, inside, "record %s failed at %s, outside every fault's window %v: %v",
+			f.value, f.at.Format("15:04:05.000"), windows, f.err)
+		kinds[f.err.Error()]++
+	}
+	if len(l.fails) > 0 {
+		t.Logf("%d records failed, all retriable and during a fault: %v", len(l.fails), kinds)
+	}
+}
+
 // TestFailoverKill9 kills the leader of partition 0 with SIGKILL five times
 // while idempotent acks=all producers write keyed records, restarting it
 // each time: every acknowledged record is read back exactly once, per-key
-// order holds, and the replicas' logs are identical.
+// order holds, records fail only in retriable ways and only within a
+// failover of a kill, and the replicas' logs are identical.
 func TestFailoverKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 60 s multi-process failover run")
@@ -130,12 +211,11 @@ func TestFailoverKill9(t *testing.T) {
 	f := startFleet(t, 3)
 	ctx := context.Background()
 
-	var mu sync.Mutex
-	var acks []ack
-	var failed int
+	var pl produceLog
 	prod, err := kgo.NewClient(kgo.SeedBrokers(f.addrs()...), kgo.DefaultProduceTopic("orders"),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordDeliveryTimeout(2*time.Minute),
-		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
+		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }),
+		kgo.ProducerOnDataLossDetected(pl.onDataLoss))
 	require.NoError(t, err)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -153,18 +233,7 @@ func TestFailoverKill9(t *testing.T) {
 				k := w*25 + i%25
 				seq[k]++
 				r := &kgo.Record{Key: []byte(fmt.Sprintf("key-%03d", k)), Value: []byte(fmt.Sprintf("%03d:%07d", k, seq[k]))}
-				prod.Produce(ctx, r, func(r *kgo.Record, err error) {
-					mu.Lock()
-					defer mu.Unlock()
-					if err != nil {
-						if failed < 5 {
-							t.Logf("produce failed: %v", err)
-						}
-						failed++
-						return
-					}
-					acks = append(acks, ack{string(r.Key), string(r.Value), r.Partition, r.Offset, time.Now()})
-				})
+				prod.Produce(ctx, r, pl.promise)
 				time.Sleep(2 * time.Millisecond)
 			}
 		}(w)
@@ -172,12 +241,13 @@ func TestFailoverKill9(t *testing.T) {
 
 	// Kill the leader of partition 0 five times, spread over the run, each
 	// once partition 0 took writes again after the previous kill.
-	var kills []time.Time
+	var kills []time.Time // when each kill had taken effect
+	var windows []window  // from just before each kill
 	ackedSince := func(at time.Time) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		for i := len(acks) - 1; i >= 0 && acks[i].at.After(at); i-- {
-			if acks[i].partition == 0 {
+		pl.mu.Lock()
+		defer pl.mu.Unlock()
+		for i := len(pl.acks) - 1; i >= 0 && pl.acks[i].at.After(at); i-- {
+			if pl.acks[i].partition == 0 {
 				return true
 			}
 		}
@@ -191,6 +261,7 @@ func TestFailoverKill9(t *testing.T) {
 		leader := leaderOf(t, f.addrs(), "orders", 0)
 		require.GreaterOrEqual(t, leader, int32(0), "partition 0 has a leader before kill %d", k+1)
 		p := f.procs[leader]
+		windows = append(windows, window{from: time.Now()})
 		require.NoError(t, p.cmd.Process.Kill())
 		<-p.exited
 		kills = append(kills, time.Now())
@@ -204,9 +275,16 @@ func TestFailoverKill9(t *testing.T) {
 	require.NoError(t, prod.Flush(ctx))
 	prod.Close()
 
-	mu.Lock()
-	defer mu.Unlock()
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	acks := pl.acks
 	sort.Slice(acks, func(i, j int) bool { return acks[i].at.Before(acks[j].at) })
+	// A kill may fail records until partition 0 has a new leader: at
+	// most the failover bound asserted below.
+	for i := range windows {
+		windows[i].to = windows[i].from.Add(10 * f.lease)
+	}
+	pl.check(t, windows)
 	for i, k := range kills {
 		var last, next time.Time
 		for _, a := range acks {
@@ -224,7 +302,7 @@ func TestFailoverKill9(t *testing.T) {
 			require.Less(t, next.Sub(last), 10*f.lease, "failover %d took too long", i+1)
 		}
 	}
-	t.Logf("%d records acknowledged, %d failed after retries", len(acks), failed)
+	t.Logf("%d records acknowledged, %d failed after retries", len(acks), len(pl.fails))
 	require.Greater(t, len(acks), 1000)
 
 	verifyAcked(t, f, acks)
@@ -369,8 +447,9 @@ func stopAndCompareReplicas(t *testing.T, f *fleet, topic string, partitions int
 
 // TestPausedLeaderStepsDown SIGSTOPs the leader for twice its lease while
 // producers write: a new leader takes over; after SIGCONT the old one
-// follows, truncates if it must, rejoins the ISR, and nothing acknowledged
-// is lost or duplicated.
+// follows, truncates if it must, rejoins the ISR, nothing acknowledged is
+// lost or duplicated, and records fail only in retriable ways and only
+// until the old leader is back in the ISR.
 func TestPausedLeaderStepsDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a multi-process pause test")
@@ -382,10 +461,11 @@ func TestPausedLeaderStepsDown(t *testing.T) {
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
 
-	var mu sync.Mutex
-	var acks []ack
+	var pl produceLog
 	prod, err := kgo.NewClient(kgo.SeedBrokers(f.addrs()...), kgo.DefaultProduceTopic("orders"),
-		kgo.RecordDeliveryTimeout(2*time.Minute), kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordDeliveryTimeout(2*time.Minute),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }),
+		kgo.ProducerOnDataLossDetected(pl.onDataLoss))
 	require.NoError(t, err)
 	stop := make(chan struct{})
 	done := make(chan struct{})
@@ -399,13 +479,7 @@ func TestPausedLeaderStepsDown(t *testing.T) {
 			}
 			k := i % 20
 			r := &kgo.Record{Key: []byte(fmt.Sprintf("key-%03d", k)), Value: []byte(fmt.Sprintf("%03d:%07d", k, i))}
-			prod.Produce(ctx, r, func(r *kgo.Record, err error) {
-				if err == nil {
-					mu.Lock()
-					acks = append(acks, ack{string(r.Key), string(r.Value), r.Partition, r.Offset, time.Now()})
-					mu.Unlock()
-				}
-			})
+			prod.Produce(ctx, r, pl.promise)
 			time.Sleep(2 * time.Millisecond)
 		}
 	}()
@@ -432,15 +506,19 @@ func TestPausedLeaderStepsDown(t *testing.T) {
 		p := md.Topics["orders"].Partitions[0]
 		return p.Leader != old && len(p.ISR) == 3
 	})
+	// Records may fail from the pause until the old leader is a follower
+	// in the ISR again (and a lease more, for the client to notice).
+	fault := window{pausedAt, time.Now().Add(f.lease)}
 	time.Sleep(2 * time.Second)
 	close(stop)
 	<-done
 	require.NoError(t, prod.Flush(ctx))
 	prod.Close()
-	mu.Lock()
-	defer mu.Unlock()
-	t.Logf("%d records acknowledged", len(acks))
-	require.Greater(t, len(acks), 1000)
-	verifyAcked(t, f, acks)
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	t.Logf("%d records acknowledged, %d failed after retries", len(pl.acks), len(pl.fails))
+	pl.check(t, []window{fault})
+	require.Greater(t, len(pl.acks), 1000)
+	verifyAcked(t, f, pl.acks)
 	stopAndCompareReplicas(t, f, "orders", 1)
 }

@@ -113,8 +113,8 @@ func TestDevServesAndStopsOnSignal(t *testing.T) {
 }
 
 // TestKill9KeepsAcknowledgedRecords kills the broker process mid-stream and
-// restarts it on the same data directory: every record acknowledged before
-// the kill is there, once.
+// restarts it on the same data directory: no record fails before the
+// kill, and every record acknowledged before it is there, once.
 func TestKill9KeepsAcknowledgedRecords(t *testing.T) {
 	dir := t.TempDir()
 	p := startDev(t, dir)
@@ -123,6 +123,8 @@ func TestKill9KeepsAcknowledgedRecords(t *testing.T) {
 	require.NoError(t, err)
 	var mu sync.Mutex
 	acked := map[string]bool{}
+	killed := false
+	var failedWhileUp []error // the broker answered, yet a record failed
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -134,10 +136,13 @@ func TestKill9KeepsAcknowledgedRecords(t *testing.T) {
 			default:
 			}
 			cl.Produce(context.Background(), &kgo.Record{Value: []byte(fmt.Sprintf("r%07d", i))}, func(r *kgo.Record, err error) {
-				if err == nil {
-					mu.Lock()
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
 					acked[string(r.Value)] = true
-					mu.Unlock()
+				case !killed:
+					failedWhileUp = append(failedWhileUp, err)
 				}
 			})
 			if i%200 == 199 {
@@ -156,6 +161,11 @@ func TestKill9KeepsAcknowledgedRecords(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "only %d acks in 30s", n)
 		time.Sleep(5 * time.Millisecond)
 	}
+	mu.Lock()
+	killed = true // from here records may fail: the broker is gone
+	failed := failedWhileUp
+	mu.Unlock()
+	require.Empty(t, failed, "records failed while the broker was up")
 	require.NoError(t, p.cmd.Process.Kill()) // SIGKILL mid-stream
 	<-p.exited
 	mu.Lock()

@@ -5,30 +5,21 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/stratamq/strata/pkg/testenv"
 )
 
 // chromium finds a Chromium or Chrome binary; without one the test skips
-// locally and fails when STRATA_REQUIRE_ALL=1 (CI).
+// locally and fails when STRATA_REQUIRE_ALL is set (CI; testenv.Path).
 func chromium(t *testing.T) string {
 	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	msg := "no chromium, chromium-browser or google-chrome on PATH (apt-get install -y chromium)"
-	if os.Getenv("STRATA_REQUIRE_ALL") == "1" {
-		t.Fatal(msg + "; STRATA_REQUIRE_ALL=1 forbids skipping")
-	}
-	t.Skip(msg)
-	return ""
+	return testenv.Path(t, testenv.Chromium)
 }
 
 func artifactDir(t *testing.T) string {

@@ -3,6 +3,7 @@ package stack
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,12 +12,33 @@ import (
 	"time"
 )
 
-// requireAllEnv forces tests that need an outside tool to fail, not skip,
-// when it is missing (.ci/run sets it).
+// requireAllEnv turns a missing tool into a failure instead of a skip
+// (.ci/run sets it). The rule and the messages are those of the broker
+// module's pkg/testenv, which this module does not import (it does not
+// depend on the broker's module); keep the two alike.
 const requireAllEnv = "STRATA_REQUIRE_ALL"
 
+func requireAll() bool {
+	switch os.Getenv(requireAllEnv) {
+	case "", "0", "false":
+		return false
+	}
+	return true
+}
+
+// missingTool ends the test because a tool is missing, as testenv.Missing
+// does: a skip, or a failure when requireAll.
+func missingTool(t *testing.T, name, detail, install string) {
+	t.Helper()
+	msg := fmt.Sprintf("%s is missing (%s); install it with `%s`", name, detail, install)
+	if requireAll() {
+		t.Fatalf("%s (%s=%s: a missing tool fails instead of skipping)", msg, requireAllEnv, os.Getenv(requireAllEnv))
+	}
+	t.Skipf("%s; skipping (CI sets %s=1 and fails here instead)", msg, requireAllEnv)
+}
+
 // cdkCLI returns the repository root and the pinned CDK CLI
-// (infra/node_modules/.bin/cdk), skipping the test without it.
+// (infra/node_modules/.bin/cdk), skipping the test without it or node.
 func cdkCLI(t *testing.T) (root, cli string) {
 	t.Helper()
 	cfg, err := DefaultConfig().withPaths()
@@ -25,17 +47,10 @@ func cdkCLI(t *testing.T) (root, cli string) {
 	}
 	cli = filepath.Join(cfg.RepoRoot, "infra", "node_modules", ".bin", "cdk")
 	if _, err := os.Stat(cli); err != nil {
-		msg := cli + " is missing: run `npm ci --prefix infra` at the repository root"
-		if os.Getenv(requireAllEnv) == "1" {
-			t.Fatalf("%s (%s=1)", msg, requireAllEnv)
-		}
-		t.Skip(msg)
+		missingTool(t, "the AWS CDK CLI", "no "+cli, "npm ci --prefix infra")
 	}
 	if _, err := exec.LookPath("node"); err != nil {
-		if os.Getenv(requireAllEnv) == "1" {
-			t.Fatalf("node is not installed (%s=1)", requireAllEnv)
-		}
-		t.Skip("node is not installed")
+		missingTool(t, "Node.js (node, npm)", "no node on PATH, needed to run the CDK CLI", "apt-get install -y nodejs npm")
 	}
 	return cfg.RepoRoot, cli
 }

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -19,11 +18,8 @@ import (
 	"github.com/stratamq/strata/brokerfleet/internal/broker"
 	"github.com/stratamq/strata/pkg/metastore"
 	"github.com/stratamq/strata/pkg/metastore/embedded"
+	"github.com/stratamq/strata/pkg/testenv"
 )
-
-// RequireAllEnv is the variable CI sets so suites needing an outside tool
-// fail instead of skipping when the tool is missing.
-const RequireAllEnv = "STRATA_REQUIRE_ALL"
 
 // Broker is a broker running in the test process.
 type Broker struct {
@@ -152,19 +148,12 @@ func CreateTopicRF(t testing.TB, addr, name string, partitions int32, rf int16, 
 	}
 }
 
-// RequireTool returns the path of an outside program. When it is missing
-// the test is skipped with a message, or fails when RequireAllEnv is set.
+// RequireTool returns the path of an outside program, one of
+// testenv.Tools. When it is missing the test skips with how to install
+// it, or fails when STRATA_REQUIRE_ALL is set (testenv.Path).
 func RequireTool(t testing.TB, name string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err == nil {
-		return p
-	}
-	if os.Getenv(RequireAllEnv) != "" {
-		t.Fatalf("%s is required (%s is set) but not installed: %v", name, RequireAllEnv, err)
-	}
-	t.Skipf("%s not installed; skipping (install it, e.g. apt-get install -y %s; CI forces this suite on)", name, name)
-	return ""
+	return testenv.Path(t, testenv.ByName(t, name))
 }
 
 // testLogLevel is Warn, or STRATA_TEST_LOG (debug, info, warn, error) to

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stratamq/strata/pkg/testenv"
 )
 
 // DynaliteCLI is where the dynalite module lives, relative to the
@@ -24,8 +26,9 @@ const DynaliteCLI = "localstack/node_modules/dynalite/cli.js"
 var dynalite struct {
 	once     sync.Once
 	endpoint string
-	skip     string // why dynalite cannot run here (missing tools)
-	err      error  // why it failed to start
+	missing  testenv.Tool // what dynalite cannot run without here, if anything
+	skip     string       // how it was looked for
+	err      error        // why it failed to start
 	cmd      *exec.Cmd
 	done     chan struct{}
 }
@@ -35,16 +38,14 @@ var dynalite struct {
 // --host 127.0.0.1 --port <free> --createTableMs 0 --deleteTableMs 0
 // --updateTableMs 0`, in memory. Give each test its own table (NewTable).
 // Without node or the module the test is skipped, or fails when
-// STRATA_REQUIRE_ALL is set. The process dies with the test binary; call
-// StopDynalite from TestMain to end it sooner.
+// STRATA_REQUIRE_ALL is set (testenv.Missing). The process dies with the
+// test binary; call StopDynalite from TestMain to end it sooner.
 func StartDynalite(t testing.TB) string {
 	t.Helper()
 	dynalite.once.Do(startDynalite)
 	switch {
-	case dynalite.skip != "" && os.Getenv(RequireAllEnv) != "":
-		t.Fatalf("dynalite: %s (%s is set, so this fails instead of skipping)", dynalite.skip, RequireAllEnv)
 	case dynalite.skip != "":
-		t.Skipf("dynalite: %s", dynalite.skip)
+		testenv.Missing(t, dynalite.missing, dynalite.skip)
 	case dynalite.err != nil:
 		t.Fatalf("dynalite: %v", dynalite.err)
 	}
@@ -81,7 +82,7 @@ func repoRoot() (string, error) {
 func startDynalite() {
 	node, err := exec.LookPath("node")
 	if err != nil {
-		dynalite.skip = "node is not installed"
+		dynalite.missing, dynalite.skip = testenv.Node, "no node on PATH, needed to run dynalite"
 		return
 	}
 	root, err := repoRoot()
@@ -91,7 +92,7 @@ func startDynalite() {
 	}
 	cli := filepath.Join(root, DynaliteCLI)
 	if _, err := os.Stat(cli); err != nil {
-		dynalite.skip = fmt.Sprintf("%s is missing (run `npm ci --prefix localstack`)", cli)
+		dynalite.missing, dynalite.skip = testenv.Dynalite, "no "+cli
 		return
 	}
 	// A free port can be taken between our probe and node's listen: try

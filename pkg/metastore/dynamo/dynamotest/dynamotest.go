@@ -32,10 +32,6 @@ import (
 	"github.com/stratamq/strata/pkg/metastore/dynamo/dynamolocal"
 )
 
-// RequireAllEnv, when non-empty, turns a missing stand-in (node, the
-// dynalite module) into a test failure instead of a skip. CI sets it.
-const RequireAllEnv = "STRATA_REQUIRE_ALL"
-
 // StartMinidyn serves a fresh, empty minidyn on 127.0.0.1 for the rest of
 // the test and returns its endpoint URL.
 func StartMinidyn(t testing.TB) string {
