@@ -71,6 +71,7 @@ func brokerFlags(fs *flag.FlagSet, cfg *broker.Config, listen *string, logLevel 
 	fs.DurationVar(&cfg.GroupMinSessionTimeout, "group-min-session-timeout", cfg.GroupMinSessionTimeout, "shortest session timeout a consumer group member may ask for (group.min.session.timeout.ms)")
 	fs.DurationVar(&cfg.GroupMaxSessionTimeout, "group-max-session-timeout", cfg.GroupMaxSessionTimeout, "longest session timeout a consumer group member may ask for (group.max.session.timeout.ms)")
 	fs.DurationVar(&cfg.GroupInitialRebalanceDelay, "group-initial-rebalance-delay", cfg.GroupInitialRebalanceDelay, "how long the first rebalance of an empty group waits for more members (group.initial.rebalance.delay.ms)")
+	fs.DurationVar(&cfg.OffsetsRetention, "offsets-retention", cfg.OffsetsRetention, "how long committed offsets are kept once their group is empty (offsets.retention.minutes; for commits without a group, after each commit)")
 	fs.DurationVar(&cfg.TierInterval, "tier-interval", cfg.TierInterval, "how often a leader uploads closed segments to the S3 tier and applies retention there")
 	fs.DurationVar(&cfg.ObjectFlushInterval, "object-flush-interval", cfg.ObjectFlushInterval, "strata.durability=object: the least time between two flushes to S3 (caps PUTs at one per interval per broker; acks=all waits for the flush)")
 	fs.DurationVar(&cfg.GroupStatsInterval, "group-stats-interval", cfg.GroupStatsInterval, "how often the consumer group metrics (lag, committed offsets, members) are refreshed in the background; a scrape reads the last refresh")

@@ -150,6 +150,7 @@ func New(cfg Config) (*Broker, error) {
 		Meta: cfg.Meta, Valid: b.cat.LeaseValid, PartitionExists: b.partitionExists,
 		MinSessionTimeout: cfg.GroupMinSessionTimeout, MaxSessionTimeout: cfg.GroupMaxSessionTimeout,
 		InitialRebalanceDelay: cfg.GroupInitialRebalanceDelay, Clock: cfg.Clock, Logger: b.log,
+		OffsetsRetention: cfg.OffsetsRetention, TopicID: b.topicID,
 	})
 	if cfg.Objects != nil {
 		b.tier = tier.NewManager(tier.ManagerOptions{
@@ -240,7 +241,7 @@ func (b *Broker) applied(s *catalog.Snapshot) {
 func (b *Broker) topicRemoved(t metastore.Topic) {
 	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
 	defer cancel()
-	if err := b.coord.ForgetTopic(ctx, t.Name); err != nil && b.ctx.Err() == nil {
+	if err := b.coord.ForgetTopic(ctx, t.Name, t.ID); err != nil && b.ctx.Err() == nil {
 		b.log.Warn("delete committed offsets of a deleted topic", "topic", t.Name, "err", err)
 	}
 }
@@ -249,6 +250,16 @@ func (b *Broker) topicRemoved(t metastore.Topic) {
 func (b *Broker) partitionExists(name string, p int32) bool {
 	t := b.cat.Snapshot().Topic(name)
 	return t != nil && p >= 0 && int(p) < len(t.States)
+}
+
+// topicID returns the id of the topic called name now (for offset
+// commits, so a topic re-created under the name keeps its new offsets).
+func (b *Broker) topicID(name string) (metastore.TopicID, bool) {
+	t := b.cat.Snapshot().Topic(name)
+	if t == nil {
+		return metastore.TopicID{}, false
+	}
+	return t.Meta.ID, true
 }
 
 // Serve accepts Kafka connections on ln for the default listener (see

@@ -103,6 +103,10 @@ type Config struct {
 	// GroupInitialRebalanceDelay is how long the first rebalance of an
 	// empty group waits for more members (group.initial.rebalance.delay.ms).
 	GroupInitialRebalanceDelay time.Duration
+	// OffsetsRetention is how long committed offsets are kept once their
+	// group is empty (of a group without members: after each commit);
+	// Kafka's offsets.retention.minutes, 7 days.
+	OffsetsRetention time.Duration
 	// Objects is the object store of the S3 tier; nil: no tier (segments
 	// stay local and retention deletes them).
 	Objects objstore.Store
@@ -158,6 +162,7 @@ func DefaultConfig() Config {
 		GroupMinSessionTimeout:     group.DefaultMinSessionTimeout,
 		GroupMaxSessionTimeout:     group.DefaultMaxSessionTimeout,
 		GroupInitialRebalanceDelay: group.DefaultInitialRebalanceDelay,
+		OffsetsRetention:           group.DefaultOffsetsRetention,
 		TierInterval:               5 * time.Second,
 		TierOrphanGrace:            10 * time.Minute,
 		ObjectFlushInterval:        50 * time.Millisecond,
@@ -228,6 +233,9 @@ func (c *Config) ValidateSettings() error {
 	}
 	if c.GroupMinSessionTimeout <= 0 || c.GroupMaxSessionTimeout < c.GroupMinSessionTimeout {
 		errs = append(errs, fmt.Errorf("group-min-session-timeout, group-max-session-timeout: %v and %v must be positive and in order", c.GroupMinSessionTimeout, c.GroupMaxSessionTimeout))
+	}
+	if c.OffsetsRetention <= 0 {
+		errs = append(errs, fmt.Errorf("offsets-retention: %v is not positive", c.OffsetsRetention))
 	}
 	if c.GroupInitialRebalanceDelay < 0 {
 		errs = append(errs, fmt.Errorf("group-initial-rebalance-delay: %v is negative", c.GroupInitialRebalanceDelay))
