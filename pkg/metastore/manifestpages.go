@@ -80,6 +80,13 @@ type pagedSegments struct {
 	Tail  []SegmentRef `json:"tail"`
 }
 
+// pagedSegmentsOut is pagedSegments with the tail encoded already.
+type pagedSegmentsOut struct {
+	Pages []pageEntry     `json:"pages"`
+	Skip  int             `json:"skip,omitempty"`
+	Tail  json.RawMessage `json:"tail"`
+}
+
 type pageEntry struct {
 	ID string `json:"id"`
 	N  int    `json:"n"`
@@ -97,6 +104,7 @@ type manifestPlan struct {
 	fresh   []freshPage    // those among them to write first
 	skip    int
 	tail    []SegmentRef
+	tailRaw []byte   // tail encoded as a JSON array
 	dropped []string // ids of stored pages the new head no longer references
 }
 
@@ -117,8 +125,13 @@ func planManifest(lay *manifestLayout, segs []SegmentRef, target int64) manifest
 	}
 	plan.skip = skip
 	rest := segs[used:]
-	restBytes := refsSize(rest)
+	restRaw := []byte("[]")
+	if len(rest) > 0 {
+		restRaw = encodeJSON(rest)
+	}
+	restBytes := len(restRaw)
 	if len(rest) <= manifestTailRefs && restBytes <= manifestTailBytes {
+		plan.tailRaw = restRaw
 		if len(rest) > 0 {
 			plan.tail = slices.Clone(rest)
 		}
@@ -127,6 +140,7 @@ func planManifest(lay *manifestLayout, segs []SegmentRef, target int64) manifest
 		}
 		return plan
 	}
+	plan.tailRaw = []byte("[]")
 	seal := rest
 	if n := len(plan.pages); n > 0 && plan.pages[n-1].bytes+restBytes <= manifestPageBytes {
 		last := plan.pages[n-1]
@@ -220,28 +234,12 @@ func packRefs(refs []SegmentRef, limit int) []packed {
 	return out
 }
 
-// refsSize is the encoded size of refs as a JSON array.
-func refsSize(refs []SegmentRef) int {
-	n := 2
-	for i, r := range refs {
-		if i > 0 {
-			n++
-		}
-		n += len(encodeJSON(r))
-	}
-	return n
-}
-
 func encodeManifestHead(epoch int32, start int64, plan manifestPlan) []byte {
-	tail := plan.tail
-	if tail == nil {
-		tail = []SegmentRef{}
-	}
 	var segs []byte
 	if len(plan.pages) == 0 && plan.skip == 0 {
-		segs = encodeJSON(tail) // the single-item shape, which earlier versions read
+		segs = plan.tailRaw // the single-item shape, which earlier versions read
 	} else {
-		ps := pagedSegments{Skip: plan.skip, Tail: tail}
+		ps := pagedSegmentsOut{Skip: plan.skip, Tail: plan.tailRaw}
 		for _, pg := range plan.pages {
 			ps.Pages = append(ps.Pages, pageEntry{ID: pg.id, N: len(pg.refs)})
 		}

@@ -195,8 +195,8 @@ func testManifestPaging(t *testing.T, raw metastore.Store, _ Options) {
 			t.Fatalf("append %d: %v", i, err)
 		}
 		counts := take()
-		if counts[metastore.OpNameGet]+counts[metastore.OpNameQuery] != 0 {
-			t.Fatalf("append %d read the store: %v", i, counts)
+		if counts[metastore.OpNameQuery] != 0 || counts[metastore.OpNameGet] > 1 { // a get settles a lost answer
+			t.Fatalf("append %d read the manifest: %v", i, counts)
 		}
 		if w := counts[metastore.OpNamePut] + counts[metastore.OpNameDelete]; w > 3 {
 			t.Fatalf("append %d: %v", i, counts)
