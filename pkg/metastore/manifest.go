@@ -192,12 +192,18 @@ func (m *Meta) DeleteManifest(ctx context.Context, id TopicID, p int32) error {
 	}
 	head := partKey(p)
 	var keys []Key
+	found := false
 	for _, it := range items {
-		if strings.HasPrefix(it.SK, head+"/") {
+		switch {
+		case it.SK == head:
+			found = true
+		case strings.HasPrefix(it.SK, head+"/"):
 			keys = append(keys, it.Key)
 		}
 	}
-	keys = append(keys, manifestKey(id, p))
+	if found {
+		keys = append(keys, manifestKey(id, p))
+	}
 	return m.deleteAll(ctx, keys, fmt.Sprintf("delete manifest of %s/%d", id, p))
 }
 
