@@ -102,7 +102,7 @@ func TestTenThousandSegments(t *testing.T) {
 		require.LessOrEqual(t, len(it.Value), metastore.MaxItemBytes)
 		total += len(it.Value)
 	}
-	t.Logf("manifest: %d items, %d bytes (one item holds %d)", len(items), total, metastore.MaxItemBytes)
+	t.Logf("manifest: %d items, %d bytes, the head %d (one item holds %d)", len(items), total, len(items[0].Value), metastore.MaxItemBytes)
 	require.Greater(t, total, 3*metastore.MaxItemBytes, "the manifest outgrew one item by far")
 
 	ops.take()
