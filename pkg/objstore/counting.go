@@ -19,7 +19,10 @@ type Counting struct {
 	putBytes, getBytes, listed atomic.Int64
 }
 
-var _ Store = (*Counting)(nil)
+var (
+	_ Store        = (*Counting)(nil)
+	_ PrefixLister = (*Counting)(nil)
+)
 
 // NewCounting returns next behind a Counting with zero counts.
 func NewCounting(next Store) *Counting { return &Counting{next: next} }
@@ -89,6 +92,18 @@ func (c *Counting) List(ctx context.Context, prefix string) ([]ObjectInfo, error
 		c.listed.Add(int64(len(objs)))
 	}
 	return objs, err
+}
+
+// ListPrefixes implements PrefixLister (as a List call, Listed counting
+// the prefixes returned); it lists through the wrapped store's
+// ListPrefixes when it has one.
+func (c *Counting) ListPrefixes(ctx context.Context, prefix string) ([]string, error) {
+	c.lists.Add(1)
+	out, err := ListPrefixes(ctx, c.next, prefix)
+	if err == nil {
+		c.listed.Add(int64(len(out)))
+	}
+	return out, err
 }
 
 // Delete implements Store.

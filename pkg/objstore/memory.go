@@ -22,7 +22,10 @@ type memObject struct {
 	modified time.Time
 }
 
-var _ Store = (*Memory)(nil)
+var (
+	_ Store        = (*Memory)(nil)
+	_ PrefixLister = (*Memory)(nil)
+)
 
 // NewMemory returns an empty Memory.
 func NewMemory() *Memory { return &Memory{objects: map[string]memObject{}} }
@@ -92,6 +95,22 @@ func (m *Memory) List(ctx context.Context, prefix string) ([]ObjectInfo, error) 
 	m.mu.RUnlock()
 	slices.SortFunc(out, func(a, b ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
 	return out, nil
+}
+
+// ListPrefixes implements PrefixLister.
+func (m *Memory) ListPrefixes(ctx context.Context, prefix string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("list prefixes of %s: %w", prefix, err)
+	}
+	m.mu.RLock()
+	var keys []string
+	for k := range m.objects {
+		if strings.HasPrefix(k, prefix) {
+			keys = append(keys, k)
+		}
+	}
+	m.mu.RUnlock()
+	return CommonPrefixes(keys, prefix), nil
 }
 
 // Delete implements Store.

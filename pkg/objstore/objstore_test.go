@@ -18,6 +18,14 @@ func TestConformanceCounting(t *testing.T) {
 	objstoretest.Run(t, func(*testing.T) objstore.Store { return objstore.NewCounting(objstore.NewMemory()) })
 }
 
+// listOnly hides a store's optional interfaces: ListPrefixes falls back to
+// List.
+type listOnly struct{ objstore.Store }
+
+func TestConformanceWithoutPrefixLister(t *testing.T) {
+	objstoretest.Run(t, func(*testing.T) objstore.Store { return listOnly{objstore.NewMemory()} })
+}
+
 func TestCounting(t *testing.T) {
 	c, ctx := objstore.NewCounting(objstore.NewMemory()), objstoretest.Ctx(t)
 	objstoretest.Put(t, c, "a/1", make([]byte, 100))

@@ -65,6 +65,15 @@ type ManagerOptions struct {
 	// WatchInterval is how often brokers apply metadata changes (deleted
 	// topics' objects are swept again after the leaders have noticed).
 	WatchInterval time.Duration
+	// Sweep reports whether this broker is the one that sweeps the whole
+	// bucket now; the broker wires it to holding the controller lease, so
+	// one broker at a time does. While it reports true, at most every
+	// OrphanGrace/2, the sweep deletes what no partition's leader can
+	// reach: the objects and manifests of deleted topics whose removal did
+	// not finish, and the WAL objects of any node id and incarnation that
+	// no manifest references, once older than OrphanGrace. nil: never, and
+	// each broker sweeps its own WAL objects instead (wal/<NodeID>/).
+	Sweep func() bool
 	// Uploaded runs after each segment upload with its size.
 	Uploaded func(bytes int64)
 	// Clock drives the loops; nil means the real clock.
@@ -305,12 +314,7 @@ func (tg *Manager) round() {
 	}
 	tg.mu.Unlock()
 	if now.Sub(tg.lastSweep) >= tg.opts.OrphanGrace/2 {
-		tg.lastSweep = now
-		ctx, cancel := context.WithTimeout(tg.ctx, 5*time.Minute)
-		if err := tg.sweepWAL(ctx); err != nil && tg.ctx.Err() == nil {
-			tg.log.Warn("sweep WAL objects", "err", err)
-		}
-		cancel()
+		tg.sweep(now)
 	}
 }
 
@@ -531,8 +535,10 @@ func (tg *Manager) DeleteRecords(ctx context.Context, id metastore.TopicID, idx 
 }
 
 // RemoveTopic deletes a deleted topic's segment objects and manifests in
-// the background (the broker that handled DeleteTopics does it; a crash
-// midway leaves objects under the topic id's prefix, which nothing reads).
+// the background (the broker that handled DeleteTopics does it). Each
+// partition's manifest goes before its objects, so a crash midway leaves
+// objects under the topic id's prefix, which the orphan sweep finds
+// (ManagerOptions.Sweep), never a manifest without objects.
 func (tg *Manager) RemoveTopic(t metastore.Topic) {
 	tg.wg.Add(1)
 	go func() {
@@ -559,6 +565,9 @@ func (tg *Manager) RemoveTopic(t metastore.Topic) {
 func (tg *Manager) removeTopicObjects(ctx context.Context, t metastore.Topic) (int, error) {
 	n := 0
 	for p := int32(0); p < t.Partitions; p++ {
+		if err := tg.meta.DeleteManifest(ctx, t.ID, p); err != nil {
+			return n, err
+		}
 		objs, err := tg.opts.Objects.List(ctx, Prefix(t.ID, p))
 		if err != nil {
 			return n, err
@@ -568,9 +577,6 @@ func (tg *Manager) removeTopicObjects(ctx context.Context, t metastore.Topic) (i
 				return n, err
 			}
 			n++
-		}
-		if err := tg.meta.DeleteManifest(ctx, t.ID, p); err != nil {
-			return n, err
 		}
 	}
 	return n, nil

@@ -87,46 +87,59 @@ func Start(man metastore.Manifest) int64 {
 // Expire drops from the manifest the segments past retention (by time:
 // newest record older than retention; by size: the oldest while the rest
 // still hold retentionBytes), then deletes their objects. It returns the
-// new manifest.
+// new manifest. The segments left keep their order, so the manifest's
+// pages that hold none of the expired ones are kept as they are.
 func (t *Tier) Expire(ctx context.Context, id metastore.TopicID, partition, leaderEpoch int32, man metastore.Manifest, retention time.Duration, retentionBytes int64) (metastore.Manifest, error) {
-	segs := append([]metastore.SegmentRef(nil), man.Segments...)
-	sort.Slice(segs, func(i, j int) bool { return segs[i].BaseOffset < segs[j].BaseOffset })
+	segs := man.Segments
+	order := make([]int, len(segs)) // by base offset
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(i, j int) bool { return segs[order[i]].BaseOffset < segs[order[j]].BaseOffset })
 	n := 0
-	for n < len(segs) && segs[n].NextOffset <= man.StartOffset {
+	for n < len(order) && segs[order[n]].NextOffset <= man.StartOffset {
 		n++ // below the start DeleteRecords set
 	}
 	if retention >= 0 {
 		cutoff := t.opts.Now().Add(-retention).UnixMilli()
-		for n < len(segs) && segs[n].MaxTimestamp < cutoff {
+		for n < len(order) && segs[order[n]].MaxTimestamp < cutoff {
 			n++
 		}
 	}
 	if retentionBytes >= 0 {
 		var left int64
-		for _, s := range segs[n:] {
-			left += s.Size
+		for _, i := range order[n:] {
+			left += segs[i].Size
 		}
-		for n < len(segs) && left-segs[n].Size >= retentionBytes {
-			left -= segs[n].Size
+		for n < len(order) && left-segs[order[n]].Size >= retentionBytes {
+			left -= segs[order[n]].Size
 			n++
 		}
 	}
 	if n == 0 {
 		return man, nil
 	}
+	expired := make(map[int]bool, n)
+	for _, i := range order[:n] {
+		expired[i] = true
+	}
 	next := man
 	next.LeaderEpoch = max(man.LeaderEpoch, leaderEpoch)
-	next.Segments = segs[n:]
+	next.Segments = make([]metastore.SegmentRef, 0, len(segs)-n)
+	for i, s := range segs {
+		if !expired[i] {
+			next.Segments = append(next.Segments, s)
+		}
+	}
 	stored, err := t.opts.Meta.PutManifest(ctx, id, partition, next)
 	if err != nil {
-		return man, fmt.Errorf("tier: expire %x/%d: %w", id, partition, err)
+		return man, fmt.Errorf("tier: expire %s/%d: %w", id, partition, err)
 	}
-	for _, s := range segs[:n] {
-		if IsWAL(s) {
-			continue // shared: deleted when no manifest needs it (the writer's job)
-		}
-		if err := t.opts.Store.Delete(ctx, s.Object); err != nil {
-			t.opts.Logger.Warn("delete expired segment object", "object", s.Object, "err", err)
+	for _, i := range order[:n] {
+		if s := segs[i]; !IsWAL(s) { // a shared WAL object is deleted when no manifest needs it (the writer's job)
+			if err := t.opts.Store.Delete(ctx, s.Object); err != nil {
+				t.opts.Logger.Warn("delete expired segment object", "object", s.Object, "err", err)
+			}
 		}
 	}
 	return stored, nil

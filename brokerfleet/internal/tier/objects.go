@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/stratamq/strata/pkg/metastore"
@@ -22,22 +23,13 @@ import (
 // and leaves the object for collection.
 func (t *Tier) Upload(ctx context.Context, id metastore.TopicID, partition, leaderEpoch int32, man metastore.Manifest, info segment.SegmentInfo, src io.ReaderAt) (metastore.Manifest, error) {
 	if man.LeaderEpoch > leaderEpoch {
-		return man, fmt.Errorf("tier: upload %x/%d@%d: manifest has epoch %d: %w", id, partition, info.BaseOffset, man.LeaderEpoch, ErrFenced)
+		return man, fmt.Errorf("tier: upload %s/%d@%d: manifest has epoch %d: %w", id, partition, info.BaseOffset, man.LeaderEpoch, ErrFenced)
 	}
-	index, err := t.buildIndex(io.NewSectionReader(src, 0, info.Size))
+	ref, err := t.storeSegment(ctx, id, partition, leaderEpoch, info, src)
 	if err != nil {
-		return man, fmt.Errorf("tier: upload %x/%d@%d: %w", id, partition, info.BaseOffset, err)
+		return man, err
 	}
-	indexPos := info.Size
-	body := &twoPart{a: io.NewSectionReader(src, 0, info.Size), b: bytes.NewReader(index), size: info.Size + int64(len(index))}
-	key := Key(id, partition, info.BaseOffset, leaderEpoch)
-	if err := objstore.PutReaderIfAbsentIdempotent(ctx, t.opts.Store, key, body, body.size); err != nil {
-		return man, fmt.Errorf("tier: upload %s: %w", key, err)
-	}
-	ref := metastore.SegmentRef{
-		BaseOffset: info.BaseOffset, NextOffset: info.NextOffset, LeaderEpoch: leaderEpoch,
-		Size: body.size, MaxTimestamp: info.MaxTimestamp, Object: key, IndexPos: indexPos,
-	}
+	key := ref.Object
 	for attempt := 0; ; attempt++ {
 		next := man
 		next.LeaderEpoch = leaderEpoch
@@ -62,15 +54,38 @@ func (t *Tier) Upload(ctx context.Context, id metastore.TopicID, partition, lead
 	}
 }
 
+// storeSegment creates a segment's object (its batches, then its offset
+// index) and returns the manifest entry that would reference it.
+func (t *Tier) storeSegment(ctx context.Context, id metastore.TopicID, partition, leaderEpoch int32, info segment.SegmentInfo, src io.ReaderAt) (metastore.SegmentRef, error) {
+	index, err := t.buildIndex(io.NewSectionReader(src, 0, info.Size), info.Size)
+	if err != nil {
+		return metastore.SegmentRef{}, fmt.Errorf("tier: upload %s/%d@%d: %w", id, partition, info.BaseOffset, err)
+	}
+	body := &twoPart{a: io.NewSectionReader(src, 0, info.Size), b: bytes.NewReader(index), size: info.Size + int64(len(index))}
+	key := Key(id, partition, info.BaseOffset, leaderEpoch)
+	if err := objstore.PutReaderIfAbsentIdempotent(ctx, t.opts.Store, key, body, body.size); err != nil {
+		return metastore.SegmentRef{}, fmt.Errorf("tier: upload %s: %w", key, err)
+	}
+	return metastore.SegmentRef{
+		BaseOffset: info.BaseOffset, NextOffset: info.NextOffset, LeaderEpoch: leaderEpoch,
+		Size: body.size, MaxTimestamp: info.MaxTimestamp, Object: key, IndexPos: info.Size,
+	}, nil
+}
+
 // withSegment adds a segment object's entry and drops the WAL entries it
 // covers: the shared objects stop being needed for those offsets.
 func withSegment(segs []metastore.SegmentRef, ref metastore.SegmentRef) []metastore.SegmentRef {
+	covered := func(s metastore.SegmentRef) bool {
+		return s.BaseOffset >= ref.BaseOffset && s.NextOffset <= ref.NextOffset && IsWAL(s) // offsets first: cheap
+	}
+	if !slices.ContainsFunc(segs, covered) {
+		return append(segs[:len(segs):len(segs)], ref) // one copy
+	}
 	out := make([]metastore.SegmentRef, 0, len(segs)+1)
 	for _, s := range segs {
-		if IsWAL(s) && s.BaseOffset >= ref.BaseOffset && s.NextOffset <= ref.NextOffset {
-			continue
+		if !covered(s) {
+			out = append(out, s)
 		}
-		out = append(out, s)
 	}
 	return append(out, ref)
 }
@@ -144,8 +159,8 @@ func (t *Tier) appendRef(ctx context.Context, p WALPart, ref metastore.SegmentRe
 // buildIndex reads the batch headers of a segment (one sequential pass)
 // and returns its sparse offset index: an entry for the first batch and
 // then every IndexInterval bytes.
-func (t *Tier) buildIndex(r io.Reader) ([]byte, error) {
-	br := bufio.NewReaderSize(r, 1<<20)
+func (t *Tier) buildIndex(r io.Reader, size int64) ([]byte, error) {
+	br := bufio.NewReaderSize(r, int(min(1<<20, size))) // at least bufio's minimum
 	var index []byte
 	hdr := make([]byte, segment.HeaderSize)
 	pos, last := int64(0), -int64(t.opts.IndexInterval)

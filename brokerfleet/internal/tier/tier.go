@@ -11,7 +11,14 @@
 // manifest in the metastore references them; the manifest write is
 // conditioned on the uploader's leader epoch, so a deposed leader's upload
 // is never referenced. Objects no manifest references are collected after
-// a grace period.
+// a grace period: by the partition's leader (Collect), and, for those no
+// leader reaches (a deleted topic whose removal was cut short, the WAL
+// objects of a node or incarnation that is gone), by the one broker that
+// ManagerOptions.Sweep picks (sweep.go).
+//
+// The manifest is paged in the metastore (metastore.Manifest); the Manager
+// keeps each led partition's manifest in memory, so reads and uploads do
+// not read it back.
 package tier
 
 import (

@@ -144,18 +144,21 @@ func (tg *Manager) flushWAL() error {
 	return errors.Join(failed...)
 }
 
-// sweepWAL deletes this broker's WAL objects that no manifest of an
+// sweepWAL deletes the WAL objects under prefix that no manifest of an
 // "object" durability topic references and that are older than the orphan
-// grace (the in-memory reference counts delete most of them sooner).
-func (tg *Manager) sweepWAL(ctx context.Context) error {
-	objs, err := tg.opts.Objects.List(ctx, fmt.Sprintf("wal/%d/", tg.opts.NodeID))
+// grace (the in-memory reference counts of the broker that wrote them
+// delete most of them sooner). It reads the topics and their manifests
+// only when some object is that old.
+func (tg *Manager) sweepWAL(ctx context.Context, prefix string, listTopics func(context.Context) ([]metastore.Topic, error)) error {
+	objs, err := tg.opts.Objects.List(ctx, prefix)
 	if err != nil {
-		return err
+		return fmt.Errorf("list %s: %w", prefix, err)
 	}
 	// A WAL object is referenced right after it is written or never (a
-	// failed reference is not retried under the same key), so one older
-	// than the grace period that no manifest references is garbage: left
-	// by an earlier incarnation, or by partitions whose leadership moved.
+	// failed reference is not retried under the same key, and the flush
+	// gives up within a minute), so one older than the grace period that no
+	// manifest references is garbage: left by an earlier incarnation or a
+	// node that is gone, or by partitions whose leadership moved.
 	cutoff := tg.clock.Now().Add(-tg.opts.OrphanGrace)
 	var old []objstore.ObjectInfo
 	for _, o := range objs {
@@ -166,11 +169,11 @@ func (tg *Manager) sweepWAL(ctx context.Context) error {
 	if len(old) == 0 {
 		return nil
 	}
-	referenced := map[string]bool{}
-	topics, err := tg.meta.Topics(ctx)
+	topics, err := listTopics(ctx)
 	if err != nil {
 		return err
 	}
+	referenced := map[string]bool{}
 	for _, t := range topics {
 		cfg, err := tg.opts.Defaults.Resolve(t.Configs)
 		if err != nil || cfg.Durability != topic.DurabilityObject {
@@ -193,7 +196,7 @@ func (tg *Manager) sweepWAL(ctx context.Context) error {
 		if err := tg.opts.Objects.Delete(ctx, o.Key); err != nil {
 			return err
 		}
-		tg.log.Info("collected WAL object of an earlier incarnation", "object", o.Key)
+		tg.log.Info("collected unreferenced WAL object", "object", o.Key)
 	}
 	return nil
 }

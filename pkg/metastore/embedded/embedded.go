@@ -35,6 +35,11 @@ type Option func(*Store)
 // WithClock sets the wall clock used for item expiry (default time.Now).
 func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
 
+// WithoutSync skips the fsync of every commit (bbolt's NoSync), for tests
+// and benchmarks whose file is thrown away: a crash of the machine may
+// lose or corrupt recent writes.
+func WithoutSync() Option { return func(s *Store) { s.db.NoSync = true } }
+
 // Open opens or creates the store file at path. Only one process may have
 // it open; a second Open waits up to a second and then fails.
 func Open(path string, opts ...Option) (*Store, error) {

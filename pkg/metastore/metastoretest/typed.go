@@ -2,8 +2,6 @@ package metastoretest
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -253,55 +251,6 @@ func testProducerIDs(t *testing.T, s metastore.Store, _ Options) {
 	if len(blocks) != 80 {
 		t.Fatalf("%d blocks, want 80", len(blocks))
 	}
-}
-
-func testManifest(t *testing.T, s metastore.Store, _ Options) {
-	m := metastore.New(s)
-	c := ctx(t)
-	id := metastore.TopicID{9}
-	empty, err := m.Manifest(c, id, 3)
-	if err != nil || empty.Version != 0 || len(empty.Segments) != 0 {
-		t.Fatalf("empty manifest: %+v %v", empty, err)
-	}
-	man, err := m.PutManifest(c, id, 3, metastore.Manifest{LeaderEpoch: 1, Segments: []metastore.SegmentRef{{BaseOffset: 0, NextOffset: 100, Object: "a"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Two writers from the same read: exactly one wins.
-	var wg sync.WaitGroup
-	results := make([]error, 2)
-	for i := range results {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			next := man
-			next.Segments = append(append([]metastore.SegmentRef(nil), man.Segments...), metastore.SegmentRef{BaseOffset: 100, NextOffset: 200, Object: fmt.Sprint("writer", i)})
-			_, results[i] = m.PutManifest(c, id, 3, next)
-		}(i)
-	}
-	wg.Wait()
-	won := 0
-	for _, err := range results {
-		if err == nil {
-			won++
-		} else if !errors.Is(err, metastore.ErrConditionFailed) {
-			t.Fatalf("manifest race: %v", err)
-		}
-	}
-	if won != 1 {
-		t.Fatalf("%d manifest writers won, want 1", won)
-	}
-	got, _ := m.Manifest(c, id, 3)
-	if len(got.Segments) != 2 {
-		t.Fatalf("manifest has %d segments", len(got.Segments))
-	}
-	// A manifest beyond one item is refused cleanly.
-	huge := got
-	for i := 0; len(huge.Segments) < 8000; i++ {
-		huge.Segments = append(huge.Segments, metastore.SegmentRef{BaseOffset: int64(i), Object: fmt.Sprintf("%0100d", i)})
-	}
-	_, err = m.PutManifest(c, id, 3, huge)
-	WantErr(t, err, metastore.ErrTooLarge)
 }
 
 func testTopics(t *testing.T, s metastore.Store, _ Options) {

@@ -47,6 +47,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"PutReaderStreams", testPutReader},
 		{"ListPrefix", testListPrefix},
 		{"ListPaging", testListPaging},
+		{"ListPrefixes", testListPrefixes},
 		{"DeleteIdempotent", testDelete},
 		{"KeyCharacters", testKeyCharacters},
 		{"InvalidArguments", testInvalid},
@@ -369,6 +370,39 @@ func testListPaging(t *testing.T, s objstore.Store) {
 	for _, o := range objs {
 		if o.Size != int64(len(o.Key)) {
 			t.Fatalf("%s: size %d", o.Key, o.Size)
+		}
+	}
+}
+
+func testListPrefixes(t *testing.T, s objstore.Store) {
+	c := Ctx(t)
+	for _, k := range []string{"a/1/x", "a/2/y", "a/2/z", "ab/1", "b/q", "c"} {
+		Put(t, s, k, []byte(k))
+	}
+	for i := range PagingKeys {
+		Put(t, s, fmt.Sprintf("p/%03d/x", (i*7)%PagingKeys), nil)
+	}
+	var paged []string
+	for i := range PagingKeys {
+		paged = append(paged, fmt.Sprintf("p/%03d/", i))
+	}
+	for _, tc := range []struct {
+		prefix string
+		want   []string
+	}{
+		{"", []string{"a/", "ab/", "b/", "p/"}},
+		{"a/", []string{"a/1/", "a/2/"}},
+		{"a", []string{"a/", "ab/"}},
+		{"a/1/", []string{}},
+		{"zz/", []string{}},
+		{"p/", paged},
+	} {
+		got, err := objstore.ListPrefixes(c, s, tc.prefix)
+		if err != nil {
+			t.Fatalf("list prefixes of %q: %v", tc.prefix, err)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Fatalf("list prefixes of %q: got %q, want %q", tc.prefix, got, tc.want)
 		}
 	}
 }

@@ -54,7 +54,10 @@ type Store struct {
 	pageSize int32
 }
 
-var _ objstore.Store = (*Store)(nil)
+var (
+	_ objstore.Store        = (*Store)(nil)
+	_ objstore.PrefixLister = (*Store)(nil)
+)
 
 // New returns a Store on bucket under prefix (slashes at either end are
 // ignored; "" for the bucket's root) using client, which should carry
@@ -218,6 +221,34 @@ func (s *Store) List(ctx context.Context, prefix string) ([]objstore.ObjectInfo,
 	}
 	slices.SortFunc(out, func(a, b objstore.ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
 	return out, nil
+}
+
+// ListPrefixes implements objstore.PrefixLister: ListObjectsV2 pages with
+// Delimiter "/", whose CommonPrefixes are the answer.
+func (s *Store) ListPrefixes(ctx context.Context, prefix string) ([]string, error) {
+	op := "list prefixes of " + prefix
+	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{
+		Bucket:    aws.String(s.bucket),
+		Prefix:    aws.String(s.base + prefix),
+		Delimiter: aws.String("/"),
+		MaxKeys:   aws.Int32(s.pageSize),
+	}, func(o *s3.ListObjectsV2PaginatorOptions) { o.StopOnDuplicateToken = true })
+	out := []string{}
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, classify(op, err)
+		}
+		for _, cp := range page.CommonPrefixes {
+			k := aws.ToString(cp.Prefix)
+			if !strings.HasPrefix(k, s.base+prefix) || !strings.HasSuffix(k, "/") {
+				return nil, fmt.Errorf("%s: service listed prefix %q", op, k)
+			}
+			out = append(out, k[len(s.base):])
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }
 
 // Delete implements objstore.Store.
