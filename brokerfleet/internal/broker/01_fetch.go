@@ -72,6 +72,17 @@ func handleFetch(b *Broker, cc *clientConn, req *kmsg.FetchRequest) func() kmsg.
 			resp.ErrorCode = errorCode(err)
 			return resp
 		}
+		// A client (or follower) that already knows of an election this
+		// broker has not applied yet: catch up before answering
+		// NOT_LEADER or UNKNOWN_LEADER_EPOCH. A consumer reading from a
+		// follower (KIP-392) treats it as a replica, not as the leader.
+		s := b.cat.Snapshot()
+		ahead := false
+		for i := range f.Parts {
+			fp := &f.Parts[i]
+			ahead = ahead || aheadOfView(s, fp.Topic, fp.Partition, fp.LeaderEpoch, req.ReplicaID >= 0)
+		}
+		catchUpIf(b, cc.ctx, ahead)
 		r := &fetchRead{b: b, cc: cc, req: req, f: f, readable: sessionRule(b, cc, req.ReplicaID >= 0)}
 		resp := r.serve()
 		f.Finish(resp)

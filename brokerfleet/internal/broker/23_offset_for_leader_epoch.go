@@ -17,6 +17,17 @@ func init() { register(23, 0, 4, answer(handleOffsetForLeaderEpoch), authorizeOf
 
 func handleOffsetForLeaderEpoch(b *Broker, cc *clientConn, req *kmsg.OffsetForLeaderEpochRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	// A follower of a leader just elected asks under the new epoch before
+	// the leader may have applied it: catch up instead of answering
+	// UNKNOWN_LEADER_EPOCH or NOT_LEADER.
+	s := b.cat.Snapshot()
+	ahead := false
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			ahead = ahead || aheadOfView(s, rt.Topic, rp.Partition, rp.CurrentLeaderEpoch, true)
+		}
+	}
+	catchUpIf(b, cc.ctx, ahead)
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -59,6 +60,10 @@ type Broker struct {
 	reassignThrottle *replication.Throttle
 	secured          bool           // listeners with TLS or SASL, or ACLs: connections carry a Session
 	authz            *security.ACLs // nil when ACLs are off
+
+	// controlling is whether this broker held the controller lease at its
+	// last controller round (the tier's cluster-wide sweep runs there).
+	controlling atomic.Bool
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -157,14 +162,15 @@ func New(cfg Config) (*Broker, error) {
 			Catalog: b.cat, Meta: cfg.Meta, Objects: cfg.Objects, NodeID: cfg.NodeID, Incarnation: cfg.Incarnation,
 			Defaults: defaults, Interval: cfg.TierInterval, OrphanGrace: cfg.TierOrphanGrace,
 			FlushInterval: cfg.ObjectFlushInterval, WatchInterval: cfg.WatchInterval,
-			Uploaded: m.TierUploaded, Clock: cfg.Clock, Logger: b.log,
+			Uploaded: m.TierUploaded, Sweep: b.controlling.Load, Clock: cfg.Clock, Logger: b.log,
 		})
 	}
 	if b.ctrl, err = controller.New(controller.Options{
 		Meta: cfg.Meta, NodeID: cfg.NodeID, Incarnation: cfg.Incarnation, Lease: cfg.Lease, Defaults: defaults,
 		ReassignAfter: cfg.ReassignAfter, LeaderRebalanceInterval: cfg.LeaderRebalanceInterval,
 		ReplicaBalanceInterval: cfg.ReplicaBalanceInterval, MaxReassignments: cfg.MaxReassignments,
-		Changed: b.cat.Reconcile, Role: m.SetController, Clock: cfg.Clock, Logger: b.log,
+		Changed: b.cat.Reconcile, Clock: cfg.Clock, Logger: b.log,
+		Role: func(held bool) { b.controlling.Store(held); m.SetController(held) },
 	}); err != nil {
 		cancel()
 		b.coord.Close()

@@ -315,6 +315,35 @@ func (b *Broker) awaitLeader(ctx context.Context, topicName string, idx int32) (
 	}
 }
 
+// aheadOfView reports whether a request knows more of a partition than
+// this broker's view s: it names a newer leader epoch (epoch; -1: none),
+// or this broker hosts the partition and the request treats it as leader
+// (asLeader) while s names another. Either means s may be stale.
+func aheadOfView(s *catalog.Snapshot, name string, idx, epoch int32, asLeader bool) bool {
+	t := s.Topic(name)
+	if t == nil {
+		return false
+	}
+	st, p, ok := t.Partition(idx)
+	if !ok || p == nil {
+		return false
+	}
+	return epoch > st.LeaderEpoch || (asLeader && st.Leader != s.Self())
+}
+
+// catchUpIf re-reads this broker's view once (catalog.CatchUp) when
+// ahead is true, for a request that suggests the view is stale.
+func catchUpIf(b *Broker, ctx context.Context, ahead bool) {
+	if !ahead {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, metaTimeout)
+	defer cancel()
+	if _, err := b.cat.CatchUp(ctx); err != nil && ctx.Err() == nil {
+		b.log.Debug("catch up the view", "err", err)
+	}
+}
+
 // hosts reports whether this broker has a replica of the partition in s.
 func hosts(s *catalog.Snapshot, topicName string, idx int32) bool {
 	t := s.Topic(topicName)

@@ -26,6 +26,9 @@ const (
 	replicaFetchMaxBytes = 64 << 20
 	replicaPartMaxBytes  = 8 << 20
 	replicaBackoff       = 200 * time.Millisecond
+	// reconcileRetry is the longest a fetch parks at the leader while some
+	// of its partitions still await reconciliation under a new epoch.
+	reconcileRetry = 20 * time.Millisecond
 )
 
 // followed is a partition this broker follows.
@@ -213,6 +216,7 @@ func (r *Follower) run(ctx context.Context, l *fetchLoop) {
 	// leader, whose log may differ past the last common epoch.
 	truncatedAt := map[partKey]int32{}
 	var sess fetchSession // the incremental fetch session with this leader
+	pending := 0          // consecutive rounds with partitions not yet reconciled
 	for ctx.Err() == nil {
 		if conn == nil {
 			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -244,12 +248,23 @@ func (r *Follower) run(ctx context.Context, l *fetchLoop) {
 				parts = append(parts, f)
 			}
 		}
+		// Partitions not reconciled with this leader yet (it may not have
+		// applied its election) are tried again soon, backing off from
+		// reconcileRetry to 16 times it: the fetch does not park at the
+		// leader meanwhile.
+		wait := r.fetchWait()
+		if len(parts) < len(all) {
+			wait = min(wait, reconcileRetry<<min(pending, 4))
+			pending++
+		} else {
+			pending = 0
+		}
 		if len(parts) == 0 {
-			clock.Sleep(ctx, r.clock, replicaBackoff)
+			clock.Sleep(ctx, r.clock, wait)
 			continue
 		}
-		req := r.fetchRequest(parts, &sess)
-		resp, err := conn.Do(req, r.fetchWait()+10*time.Second)
+		req := r.fetchRequest(parts, &sess, wait)
+		resp, err := conn.Do(req, wait+10*time.Second)
 		if err != nil {
 			if ctx.Err() == nil {
 				log.Debug("replica fetch", "err", err)
@@ -362,11 +377,11 @@ func (r *Follower) fetchWait() time.Duration {
 
 // fetchRequest builds the next fetch of parts within sess: full, or
 // incremental (only what changed since the leader's session last heard).
-func (r *Follower) fetchRequest(parts []followed, sess *fetchSession) *kmsg.FetchRequest {
+func (r *Follower) fetchRequest(parts []followed, sess *fetchSession, wait time.Duration) *kmsg.FetchRequest {
 	req := kmsg.NewPtrFetchRequest()
 	req.Version = 12
 	req.ReplicaID = r.opts.NodeID
-	req.MaxWaitMillis = int32(r.fetchWait() / time.Millisecond)
+	req.MaxWaitMillis = int32(wait / time.Millisecond)
 	req.MinBytes = 1
 	req.MaxBytes = replicaFetchMaxBytes
 	sess.fill(req, parts)

@@ -3,6 +3,7 @@ package replication
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -55,7 +56,7 @@ func TestFollowerSession(t *testing.T) {
 	var s fetchSession
 
 	// The first fetch is full and asks for a session.
-	req := r.fetchRequest(all, &s)
+	req := r.fetchRequest(all, &s, time.Second)
 	require.Equal(t, int32(0), req.SessionID)
 	require.Equal(t, int32(0), req.SessionEpoch)
 	parts, forgotten := listed(req)
@@ -64,7 +65,7 @@ func TestFollowerSession(t *testing.T) {
 	require.True(t, s.answered(ok(42)))
 
 	// Idle: an incremental fetch listing nothing.
-	req = r.fetchRequest(all, &s)
+	req = r.fetchRequest(all, &s, time.Second)
 	require.Equal(t, int32(42), req.SessionID)
 	require.Equal(t, int32(1), req.SessionEpoch)
 	parts, forgotten = listed(req)
@@ -74,7 +75,7 @@ func TestFollowerSession(t *testing.T) {
 
 	// A partition's log end moved, one is no longer followed.
 	require.NoError(t, all[1].p.ResetTo(1, false, 100))
-	req = r.fetchRequest(all[:2], &s)
+	req = r.fetchRequest(all[:2], &s, time.Second)
 	require.Equal(t, int32(2), req.SessionEpoch)
 	parts, forgotten = listed(req)
 	require.Equal(t, []int32{1}, parts)
@@ -82,7 +83,7 @@ func TestFollowerSession(t *testing.T) {
 	require.EqualValues(t, 100, req.Topics[0].Partitions[0].LogStartOffset)
 	require.Equal(t, []int32{2}, forgotten)
 	require.True(t, s.answered(ok(42)))
-	req = r.fetchRequest(all, &s)
+	req = r.fetchRequest(all, &s, time.Second)
 	parts, forgotten = listed(req)
 	require.Equal(t, []int32{2}, parts, "followed again: added back")
 	require.Empty(t, forgotten)
@@ -90,7 +91,7 @@ func TestFollowerSession(t *testing.T) {
 	// A lost answer: the leader may have moved on, so start over, closing
 	// the old session.
 	s.reset()
-	req = r.fetchRequest(all, &s)
+	req = r.fetchRequest(all, &s, time.Second)
 	require.Equal(t, int32(42), req.SessionID)
 	require.Equal(t, int32(0), req.SessionEpoch)
 	parts, _ = listed(req)
@@ -98,22 +99,22 @@ func TestFollowerSession(t *testing.T) {
 	require.True(t, s.answered(ok(43)))
 
 	// Session errors make the next fetch full.
-	r.fetchRequest(all, &s)
+	r.fetchRequest(all, &s, time.Second)
 	bad := ok(0)
 	bad.ErrorCode = kerr.InvalidFetchSessionEpoch.Code
 	require.False(t, s.answered(bad))
-	req = r.fetchRequest(all, &s)
+	req = r.fetchRequest(all, &s, time.Second)
 	require.Equal(t, int32(43), req.SessionID, "naming the session closes it")
 	require.Equal(t, int32(0), req.SessionEpoch)
 	bad.ErrorCode = kerr.FetchSessionIDNotFound.Code
 	require.False(t, s.answered(bad))
-	req = r.fetchRequest(all, &s)
+	req = r.fetchRequest(all, &s, time.Second)
 	require.Equal(t, int32(0), req.SessionID)
 	require.Equal(t, int32(0), req.SessionEpoch)
 
 	// A leader without room answers session 0: fetches stay full.
 	require.True(t, s.answered(ok(0)))
-	req = r.fetchRequest(all, &s)
+	req = r.fetchRequest(all, &s, time.Second)
 	require.Equal(t, int32(0), req.SessionEpoch)
 	parts, _ = listed(req)
 	require.Len(t, parts, 3)
