@@ -15,10 +15,13 @@ import (
 
 const healthHelp = `usage: brokerfleet health [flags]
 
-Asks a broker's HTTP server (serve -http) whether the broker is healthy:
-registered with a valid lease (/healthz), or with -ready also caught up on
-every partition it hosts since it started (/readyz: what a deployment that
-replaces brokers one at a time must wait for). Exits 0 when it answers 200, 1 otherwise
+Asks a broker's HTTP server (serve -http) whether the broker is live
+(/healthz: the process works, whatever the metastore does), or with
+-ready whether it is ready (/readyz: it has been registered and caught up
+on every partition it hosts, latched from then on; what a deployment that
+replaces brokers one at a time must wait for, and safe as a container
+health check: a metastore outage never fails it for a ready broker).
+Exits 0 when it answers 200, 1 otherwise
 (the reason on stderr), 2 on bad flags. Meant as the container health
 check: like serve, it reads STRATA_HTTP, so the same environment points
 it at the broker; a wildcard host (":9644", "0.0.0.0:9644") is asked on
@@ -33,7 +36,7 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&addr, "http", addr, "the broker's -http address (host:port)")
 	fs.DurationVar(&timeout, "timeout", timeout, "give up after this long")
 	ready := false
-	fs.BoolVar(&ready, "ready", ready, "ask for readiness (/readyz): healthy and caught up on every hosted partition")
+	fs.BoolVar(&ready, "ready", ready, "ask for readiness (/readyz): registered and caught up on every hosted partition (latched)")
 	if err := parseFlags(fs, args, stderr, true); err != nil {
 		return err
 	}

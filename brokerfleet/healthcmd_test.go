@@ -17,7 +17,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/stratamq/strata/brokerfleet/internal/broker"
 	"github.com/stratamq/strata/brokerfleet/internal/brokertest"
+	"github.com/stratamq/strata/pkg/metastore"
 )
 
 func get(t *testing.T, url string) (int, string) {
@@ -30,9 +32,9 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-// /healthz answers 200 "ok" while the broker holds its lease and 503 with
-// the reason once it is closed; /metrics serves the broker's series beside
-// the runtime's.
+// /healthz answers 200 "ok" while the broker runs and 503 with the reason
+// once it is closed; /metrics serves the broker's series beside the
+// runtime's.
 func TestHealthEndpointAndMetrics(t *testing.T) {
 	b := brokertest.Start(t)
 	srv := httptest.NewServer(metricsHandler(b.Broker))
@@ -58,6 +60,44 @@ func TestHealthEndpointAndMetrics(t *testing.T) {
 	stderr.Reset()
 	require.Equal(t, 1, run([]string{"health", "-http", strings.TrimPrefix(srv.URL, "http://")}, &stdout, &stderr))
 	require.Contains(t, stderr.String(), "broker closed")
+}
+
+// A metastore outage makes a broker lose its lease (it can no longer act),
+// but neither its liveness nor its (latched) readiness: a container
+// health check must never make ECS replace a healthy fleet, and with it
+// every segment not yet in S3, because DynamoDB was unreachable.
+func TestHealthSurvivesAMetastoreOutage(t *testing.T) {
+	flaky := &brokertest.FlakyStore{Store: brokertest.NewMeta(t).Store()}
+	b := brokertest.Start(t, func(c *broker.Config) {
+		c.Meta = metastore.New(flaky)
+		c.Lease = metastore.LeaseOptions{Duration: 1500 * time.Millisecond, Margin: 300 * time.Millisecond}
+	})
+	srv := httptest.NewServer(metricsHandler(b.Broker))
+	defer srv.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for b.Ready() != nil {
+		require.True(t, time.Now().Before(deadline), "never ready")
+		time.Sleep(20 * time.Millisecond)
+	}
+	flaky.Down.Store(true)
+	for b.Healthy() == nil {
+		require.True(t, time.Now().Before(deadline), "still able to act without a metastore")
+		time.Sleep(20 * time.Millisecond)
+	}
+	code, body := get(t, srv.URL+"/healthz")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, "cannot act: broker registration lease not held")
+	code, body = get(t, srv.URL+"/readyz")
+	require.Equal(t, http.StatusOK, code, body)
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, 0, run([]string{"health", "-ready", "-http", strings.TrimPrefix(srv.URL, "http://")}, &stdout, &stderr), stderr.String())
+
+	// Back: it may act again within a lease.
+	flaky.Down.Store(false)
+	for b.Healthy() != nil {
+		require.True(t, time.Now().Before(deadline), "never acted again")
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func TestHealthCommandExitCodes(t *testing.T) {

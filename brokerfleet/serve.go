@@ -302,10 +302,12 @@ func serveMetrics(addr string, b *broker.Broker) (*http.Server, error) {
 
 // metricsHandler serves GET /metrics: the broker's own registry (only this
 // broker's series, even when several brokers share the process, as in dev)
-// beside the Go runtime and process collectors; GET /healthz: 200 "ok"
-// while the broker holds a valid registration lease, 503 with the reason
-// otherwise; and GET /readyz: 200 once it has also caught up on every
-// partition it hosts (broker.Ready).
+// beside the Go runtime and process collectors; GET /healthz (liveness):
+// 200 while the broker runs, whatever the metastore does, with a second
+// line telling whether it may act (its registration lease); and GET
+// /readyz: 200 once it has been registered and caught up on every
+// partition it hosts, and from then on while it runs (broker.Ready,
+// latched), so a metastore outage never fails a ready broker's check.
 func metricsHandler(b *broker.Broker) http.Handler {
 	proc := prometheus.NewRegistry()
 	proc.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -313,8 +315,12 @@ func metricsHandler(b *broker.Broker) http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{b.Gatherer(), proc}, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
-		if err := b.Healthy(); err != nil {
+		if err := b.Live(); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		if err := b.Healthy(); err != nil {
+			io.WriteString(w, "ok\ncannot act: "+err.Error()+"\n")
 			return
 		}
 		io.WriteString(w, "ok\n")

@@ -109,12 +109,15 @@ func NewFleet(scope constructs.Construct, id string, cfg Config, net *Network, d
 		},
 		HealthCheck: &awsecs.HealthCheck{
 			// No shell in the image: exec form. -ready: healthy only once
-			// the broker is in the ISR of every partition it hosts (latched),
-			// so a rolling deployment, which replaces the next broker as
-			// soon as this one is healthy, never stops the last in-sync
-			// replica while its replacement is still copying. Catching up
-			// may take up to the start period plus retries x interval
-			// (300 s + 10 x 30 s) before ECS gives up on the task.
+			// the broker is in the ISR of every partition it hosts, so a
+			// rolling deployment, which replaces the next broker as soon as
+			// this one is healthy, never stops the last in-sync replica
+			// while its replacement is still copying. Readiness is latched
+			// and needs no metastore afterwards: a DynamoDB outage, which
+			// costs every broker its lease, never fails the check and never
+			// makes ECS replace the fleet (and lose what is not yet in S3).
+			// Catching up may take up to the start period plus retries x
+			// interval (300 s + 10 x 30 s) before ECS gives up on the task.
 			Command:     jsii.Strings("CMD", "/brokerfleet", "health", "-ready", "-http", "127.0.0.1:"+strconv.Itoa(HTTPPort)),
 			Interval:    awscdk.Duration_Seconds(jsii.Number(30)),
 			Timeout:     awscdk.Duration_Seconds(jsii.Number(5)),

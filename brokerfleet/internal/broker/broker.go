@@ -434,10 +434,21 @@ func (b *Broker) RunMaintenance() {
 	}
 }
 
+// Live returns nil while the broker runs (liveness: the process works,
+// whatever the metastore does); ErrClosed once it was closed.
+func (b *Broker) Live() error {
+	if b.ctx.Err() != nil {
+		return ErrClosed
+	}
+	return nil
+}
+
 // Healthy returns nil when the broker may act: it holds its registration
 // lease, short of the lease's safe deadline, and has re-read the partition
 // states under the lease's current epoch (the same test a leader passes
-// before it accepts a write). Otherwise the error says why.
+// before it accepts a write). Otherwise the error says why. It is not a
+// liveness test: every broker fails it while the metastore is out of
+// reach.
 func (b *Broker) Healthy() error {
 	if b.ctx.Err() != nil {
 		return ErrClosed
@@ -445,11 +456,12 @@ func (b *Broker) Healthy() error {
 	return b.cat.Healthy()
 }
 
-// Ready returns nil once the broker is Healthy and has caught up: every
-// partition it hosts whose leader is live lists it in the ISR (latched).
+// Ready returns nil once the broker has been Healthy and caught up at the
+// same time (every partition it hosts whose leader is live lists it in
+// the ISR), and from then on while it runs (latched; catalog.Ready).
 // Deployments that replace brokers one at a time (ECS rolling updates) wait
 // for Ready, so a replacement on an empty disk is in sync before the next
-// broker stops.
+// broker stops; a metastore outage never makes a ready broker unready.
 func (b *Broker) Ready() error {
 	if b.ctx.Err() != nil {
 		return ErrClosed

@@ -193,16 +193,19 @@ func (c *Catalog) Healthy() error {
 	return nil
 }
 
-// Ready returns nil once the broker is Healthy and has caught up: every
-// partition it hosts whose leader is live lists it in the ISR. Catching up
-// is latched: a broker ready once stays ready while Healthy, so a follower
-// that falls behind later is not taken for a new one.
+// Ready returns nil once the broker has been Healthy and caught up (every
+// partition it hosts whose leader is live lists it in the ISR) at the same
+// time. It is latched: a broker ready once stays ready, whatever its lease
+// or its followers do later, so that a metastore outage, which makes every
+// broker lose its lease, never makes a deployment replace a healthy fleet
+// (and lose the segments not yet in S3), and a follower that falls behind
+// later is not taken for a new one.
 func (c *Catalog) Ready() error {
-	if err := c.Healthy(); err != nil {
-		return err
-	}
 	if c.caughtUp.Load() {
 		return nil
+	}
+	if err := c.Healthy(); err != nil {
+		return err
 	}
 	s := c.Snapshot()
 	behind, example := 0, ""
