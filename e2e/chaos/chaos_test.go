@@ -63,6 +63,7 @@ var scenarios = []scenario{
 	{name: "pause", nemesis: pauseLoop},
 	{name: "partition", nemesis: partitionLoop},
 	{name: "dynamodb", nemesis: dynamoLoop},
+	{name: "dynamodb-outage", nemesis: dynamoOutage},
 	{name: "s3", nemesis: s3Loop},
 	{name: "group", group: true, nemesis: groupLoop},
 	{name: "combined", group: true, opts: clusterOpts{skew: [brokers]string{"90m", "-45m", ""}}, nemesis: combined},

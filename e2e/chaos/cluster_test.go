@@ -84,6 +84,7 @@ type cluster struct {
 	opts   clusterOpts
 	dir    string
 	listen [brokers]string
+	http   [brokers]string // -http: metrics, /healthz, /readyz
 	client [brokers]*Proxy
 	peer   [brokers][brokers]*Proxy
 	dyn    [brokers]*Proxy
@@ -144,6 +145,7 @@ func startCluster(t *testing.T, opts clusterOpts) *cluster {
 	t.Cleanup(func() { s3srv.Close() })
 	for i := range brokers {
 		c.listen[i] = freeAddr(t)
+		c.http[i] = freeAddr(t)
 	}
 	for i := range brokers {
 		c.client[i] = newProxy(t, fmt.Sprintf("client→%d", i), c.listen[i])
@@ -222,6 +224,7 @@ func (c *cluster) start(i int) {
 		"-bucket", "s3://strata/chaos", "-s3-endpoint", "http://" + c.s3[i].Addr(), "-tier-interval", "200ms",
 		"-lease", lease.String(), "-lease-margin", "500ms", "-replica-lag-max", "2s", "-watch-interval", "200ms",
 		"-leader-rebalance-interval", "10s", "-log-level", cmp.Or(os.Getenv(logLevelEnv), "info"),
+		"-http", c.http[i],
 		"-test-peer-dial", strings.Join(dial, ","),
 	}
 	if c.opts.unsafeAck {

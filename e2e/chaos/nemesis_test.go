@@ -3,10 +3,14 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -188,6 +192,87 @@ func dynamoLoop(n *nemesis) {
 				func() { n.c.DynFaults.Fail("", cnt, kind) }, func() { n.c.DynFaults.Fail("", 0, 0) })
 		}
 	}
+}
+
+// dynamoOutage cuts every broker from DynamoDB for the whole run, as a
+// regional outage would. Every broker loses its lease and stops
+// acknowledging, but none reports itself unhealthy or unready (the
+// container health check must not make ECS replace the fleet), and writes
+// resume within a lease once DynamoDB is back.
+func dynamoOutage(n *nemesis) {
+	c := n.c
+	hold := time.Until(deadline(n.ctx))
+	var unhealthy atomic.Int64
+	stop := make(chan struct{})
+	probed := make(chan struct{})
+	go func() {
+		defer close(probed)
+		cl := &http.Client{Timeout: 2 * time.Second}
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			for i := range brokers {
+				if !c.Up(i) {
+					continue
+				}
+				for _, path := range []string{"/healthz", "/readyz"} {
+					resp, err := cl.Get("http://" + c.http[i] + path)
+					if err == nil && resp.StatusCode == http.StatusOK {
+						resp.Body.Close()
+						continue
+					}
+					unhealthy.Add(1)
+					msg := fmt.Sprint(err)
+					if err == nil {
+						body, _ := io.ReadAll(resp.Body)
+						resp.Body.Close()
+						msg = fmt.Sprintf("%d %s", resp.StatusCode, bytes.TrimSpace(body))
+					}
+					n.t.Errorf("broker %d %s during the DynamoDB outage: %s", i, path, msg)
+				}
+			}
+		}
+	}()
+	n.fault("cut every broker from DynamoDB", hold, func() {
+		for i := range brokers {
+			c.dyn[i].Cut()
+		}
+	}, func() {
+		for i := range brokers {
+			c.dyn[i].Heal()
+		}
+	})
+	healed := n.h.Elapsed()
+	close(stop)
+	<-probed
+	// Writes resume within a lease: a renewal finds each registration as
+	// it was left, so no broker needs a new epoch.
+	limit := healed + lease + time.Second
+	for n.h.Elapsed() < limit+time.Second {
+		time.Sleep(100 * time.Millisecond)
+	}
+	var first time.Duration = -1
+	for _, op := range n.h.Ops() {
+		if op.F == FSend && op.Type == OK && time.Duration(op.Time) > healed {
+			first = time.Duration(op.Time)
+			break
+		}
+	}
+	n.t.Logf("%6.1fs first acknowledgement %v after DynamoDB returned; %d failed health probes", n.h.Elapsed().Seconds(), (first - healed).Round(time.Millisecond), unhealthy.Load())
+	if first < 0 || first > limit {
+		n.t.Errorf("no write acknowledged within %v of DynamoDB returning (first: %v)", lease+time.Second, first-healed)
+	}
+}
+
+// deadline returns ctx's deadline, or now.
+func deadline(ctx context.Context) time.Time {
+	if d, ok := ctx.Deadline(); ok {
+		return d
+	}
+	return time.Now()
 }
 
 // s3Loop fails, slows or cuts S3 while leaders upload segments, and now
