@@ -7,16 +7,20 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/stratamq/strata/brokerfleet/internal/broker"
 )
 
-// TestEveryRequestRefusedWithoutACLs sends every request a principal
+// TestEveryRequestWithAndWithoutItsACLs sends every request a principal
 // without ACLs could try, straight to the broker, and checks each is
-// refused with the error code Kafka uses.
-func TestEveryRequestRefusedWithoutACLs(t *testing.T) {
+// refused with the error code Kafka uses; then grants exactly the ACLs
+// Kafka's authorizer asks for that request and checks it passes. The
+// last step asks ApiVersions (built from the route registry) for every
+// key the broker serves, so a new route cannot skip the matrix.
+func TestEveryRequestWithAndWithoutItsACLs(t *testing.T) {
 	s := startSASLSSL(t, func(c *broker.Config) {
 		c.Security.Authorizer = true
 		c.Security.SuperUsers = []string{"User:admin"}
@@ -24,6 +28,7 @@ func TestEveryRequestRefusedWithoutACLs(t *testing.T) {
 	admin := s.client(t, scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha512Mechanism())
 	alice := s.client(t, scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism())
 	createTopicOn(t, admin, "t", 1, 1)
+	createTopicOn(t, admin, "doomed", 1, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -92,8 +97,8 @@ func TestEveryRequestRefusedWithoutACLs(t *testing.T) {
 		}, func(r kmsg.Response) int16 { return r.(*kmsg.DeleteRecordsResponse).Topics[0].Partitions[0].ErrorCode }, topicAuthz},
 		{"DeleteTopics", func() kmsg.Request {
 			r := kmsg.NewPtrDeleteTopicsRequest()
-			r.TopicNames = []string{"t"}
-			r.Topics = []kmsg.DeleteTopicsRequestTopic{{Topic: kmsg.StringPtr("t")}}
+			r.TopicNames = []string{"doomed"}
+			r.Topics = []kmsg.DeleteTopicsRequestTopic{{Topic: kmsg.StringPtr("doomed")}}
 			return r
 		}, func(r kmsg.Response) int16 { return r.(*kmsg.DeleteTopicsResponse).Topics[0].ErrorCode }, topicAuthz},
 		{"CreatePartitions", func() kmsg.Request {
@@ -218,10 +223,76 @@ func TestEveryRequestRefusedWithoutACLs(t *testing.T) {
 			func(r kmsg.Response) int16 { return r.(*kmsg.DescribeUserSCRAMCredentialsResponse).ErrorCode }, clusterAuthz},
 		{"AlterUserScramCredentials", func() kmsg.Request {
 			r := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
-			r.Deletions = []kmsg.AlterUserSCRAMCredentialsRequestDeletion{{Name: "admin", Mechanism: 2}}
+			r.Deletions = []kmsg.AlterUserSCRAMCredentialsRequestDeletion{{Name: "nobody", Mechanism: 2}}
 			return r
 		}, func(r kmsg.Response) int16 { return r.(*kmsg.AlterUserSCRAMCredentialsResponse).Results[0].ErrorCode }, clusterAuthz},
 	}
+	// The ACLs each request needs, as Kafka's authorizer documents them:
+	// with them granted (and nothing else), the same request passes
+	// authorization.
+	topic := func(name string, ops ...kmsg.ACLOperation) []grant {
+		return grants(kmsg.ACLResourceTypeTopic, name, ops)
+	}
+	group := func(ops ...kmsg.ACLOperation) []grant { return grants(kmsg.ACLResourceTypeGroup, "g", ops) }
+	cluster := func(ops ...kmsg.ACLOperation) []grant {
+		return grants(kmsg.ACLResourceTypeCluster, "kafka-cluster", ops)
+	}
+	txn := func(ops ...kmsg.ACLOperation) []grant { return grants(kmsg.ACLResourceTypeTransactionalId, "tx", ops) }
+	join := func(gs ...[]grant) []grant {
+		var all []grant
+		for _, g := range gs {
+			all = append(all, g...)
+		}
+		return all
+	}
+	const (
+		read, write, describe = kmsg.ACLOperationRead, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe
+		create, del, alter    = kmsg.ACLOperationCreate, kmsg.ACLOperationDelete, kmsg.ACLOperationAlter
+		describeConfigs       = kmsg.ACLOperationDescribeConfigs
+		alterConfigs          = kmsg.ACLOperationAlterConfigs
+		clusterAction         = kmsg.ACLOperationClusterAction
+		idempotentWrite       = kmsg.ACLOperationIdempotentWrite
+	)
+	needs := map[string][]grant{
+		"Produce":                      topic("t", write),
+		"Produce transactional":        join(topic("t", write), txn(write)),
+		"Fetch":                        topic("t", read),
+		"Fetch as a replica":           cluster(clusterAction),
+		"ListOffsets":                  topic("t", describe),
+		"OffsetForLeaderEpoch":         topic("t", describe),
+		"DeleteRecords":                topic("t", del),
+		"DeleteTopics":                 topic("doomed", del),
+		"CreatePartitions":             topic("t", alter),
+		"CreateTopics":                 topic("new", create),
+		"DescribeConfigs topic":        topic("t", describeConfigs),
+		"DescribeConfigs broker":       cluster(describeConfigs),
+		"AlterConfigs":                 topic("t", alterConfigs),
+		"IncrementalAlterConfigs":      topic("t", alterConfigs),
+		"OffsetCommit":                 join(group(read), topic("t", read)),
+		"OffsetFetch":                  join(group(describe), topic("t", describe)),
+		"FindCoordinator group":        group(describe),
+		"FindCoordinator transaction":  txn(describe),
+		"JoinGroup":                    group(read),
+		"SyncGroup":                    group(read),
+		"Heartbeat":                    group(read),
+		"LeaveGroup":                   group(read),
+		"DescribeGroups":               group(describe),
+		"DeleteGroups":                 group(del),
+		"OffsetDelete":                 join(group(del), topic("t", read)),
+		"InitProducerID idempotent":    cluster(idempotentWrite),
+		"InitProducerID transactional": txn(write),
+		"ElectLeaders":                 cluster(alter),
+		"AlterPartitionAssignments":    cluster(alter),
+		"ListPartitionReassignments":   cluster(describe),
+		"DescribeCluster":              cluster(describe),
+		"CreateAcls":                   cluster(alter),
+		"DescribeAcls":                 cluster(describe),
+		"DeleteAcls":                   cluster(alter),
+		"DescribeUserScramCredentials": cluster(describe),
+		"AlterUserScramCredentials":    cluster(alter),
+	}
+	authzCodes := map[int16]bool{topicAuthz: true, groupAuthz: true, clusterAuthz: true, txnAuthz: true}
+
 	direct := alice.Broker(0)
 	covered := map[int16]bool{}
 	for _, tc := range cases {
@@ -230,6 +301,14 @@ func TestEveryRequestRefusedWithoutACLs(t *testing.T) {
 		resp, err := direct.Request(ctx, req)
 		require.NoError(t, err, tc.name)
 		require.Equal(t, tc.want, tc.code(resp), "%s: got %v", tc.name, kerr.ErrorForCode(tc.code(resp)))
+
+		need, ok := needs[tc.name]
+		require.True(t, ok, "%s: no ACLs listed for it", tc.name)
+		allow(ctx, t, admin, need)
+		resp, err = direct.Request(ctx, tc.req())
+		require.NoError(t, err, tc.name)
+		require.False(t, authzCodes[tc.code(resp)], "%s with %v granted: still %v", tc.name, need, kerr.ErrorForCode(tc.code(resp)))
+		revokeAll(ctx, t, admin, "User:alice")
 	}
 
 	// Metadata hides the topics alice may not describe, and refuses the
@@ -243,13 +322,32 @@ func TestEveryRequestRefusedWithoutACLs(t *testing.T) {
 	mr, err = direct.Request(ctx, named)
 	require.NoError(t, err)
 	require.Equal(t, topicAuthz, mr.(*kmsg.MetadataResponse).Topics[0].ErrorCode)
+	// With Describe on t, both show it, and only it.
+	allow(ctx, t, admin, topic("t", describe))
+	mr, err = direct.Request(ctx, named)
+	require.NoError(t, err)
+	require.Zero(t, mr.(*kmsg.MetadataResponse).Topics[0].ErrorCode)
+	mr, err = direct.Request(ctx, all)
+	require.NoError(t, err)
+	require.Len(t, mr.(*kmsg.MetadataResponse).Topics, 1)
+	require.Equal(t, "t", *mr.(*kmsg.MetadataResponse).Topics[0].Topic)
+	revokeAll(ctx, t, admin, "User:alice")
 	covered[3] = true
 
-	// ListGroups hides the groups alice may not describe.
+	// ListGroups hides the groups alice may not describe, and shows them
+	// once she may. (DeleteGroups above removed g; the admin makes it
+	// again.)
+	cr, err = commit.RequestWith(ctx, admin)
+	require.NoError(t, err)
+	require.Zero(t, cr.Topics[0].Partitions[0].ErrorCode)
 	lg, err := alice.Broker(0).Request(ctx, kmsg.NewPtrListGroupsRequest())
 	require.NoError(t, err)
 	require.Empty(t, lg.(*kmsg.ListGroupsResponse).Groups)
 	lg, err = admin.Broker(0).Request(ctx, kmsg.NewPtrListGroupsRequest())
+	require.NoError(t, err)
+	require.Len(t, lg.(*kmsg.ListGroupsResponse).Groups, 1)
+	allow(ctx, t, admin, group(describe))
+	lg, err = alice.Broker(0).Request(ctx, kmsg.NewPtrListGroupsRequest())
 	require.NoError(t, err)
 	require.Len(t, lg.(*kmsg.ListGroupsResponse).Groups, 1)
 	covered[16] = true
@@ -265,4 +363,41 @@ func TestEveryRequestRefusedWithoutACLs(t *testing.T) {
 		}
 		require.True(t, covered[k.ApiKey], "advertised key %d (%s) not tried without ACLs", k.ApiKey, kmsg.NameForKey(k.ApiKey))
 	}
+}
+
+type grant = kmsg.CreateACLsRequestCreation
+
+func grants(rt kmsg.ACLResourceType, name string, ops []kmsg.ACLOperation) []grant {
+	var gs []grant
+	for _, op := range ops {
+		gs = append(gs, grant{ResourceType: rt, ResourceName: name, ResourcePatternType: kmsg.ACLResourcePatternTypeLiteral,
+			Principal: "User:alice", Host: "*", Operation: op, PermissionType: kmsg.ACLPermissionTypeAllow})
+	}
+	return gs
+}
+
+// allow creates the ACLs through the admin API; the broker applies them
+// before answering (read-your-writes), so the next request sees them.
+func allow(ctx context.Context, t *testing.T, admin *kgo.Client, gs []grant) {
+	t.Helper()
+	req := kmsg.NewPtrCreateACLsRequest()
+	req.Creations = gs
+	resp, err := req.RequestWith(ctx, admin)
+	require.NoError(t, err)
+	for _, r := range resp.Results {
+		require.Zero(t, r.ErrorCode, "create ACL: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+}
+
+// revokeAll deletes every ACL naming the principal.
+func revokeAll(ctx context.Context, t *testing.T, admin *kgo.Client, principal string) {
+	t.Helper()
+	req := kmsg.NewPtrDeleteACLsRequest()
+	f := kmsg.NewDeleteACLsRequestFilter()
+	f.ResourceType, f.ResourcePatternType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny
+	f.Principal, f.Operation, f.PermissionType = kmsg.StringPtr(principal), kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	req.Filters = []kmsg.DeleteACLsRequestFilter{f}
+	resp, err := req.RequestWith(ctx, admin)
+	require.NoError(t, err)
+	require.Zero(t, resp.Results[0].ErrorCode)
 }

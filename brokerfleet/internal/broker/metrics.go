@@ -76,10 +76,18 @@ func (b *Broker) refreshGroupStats(ctx context.Context) {
 			}
 		}
 		snaps := b.coord.Snapshots()
+		// Partitions this broker leads are read in memory; only the rest
+		// are asked of their leaders (none, on a one-broker cluster).
+		cat := b.cat.Snapshot()
+		local := map[tp]int64{}
 		topics := map[string]bool{}
 		for _, s := range snaps {
 			for _, o := range s.Offsets {
-				topics[o.Topic] = true
+				if p, _ := leaderOf(cat, o.Topic, o.Partition); p != nil {
+					local[tp{o.Topic, o.Partition}] = p.HighWatermark()
+				} else {
+					topics[o.Topic] = true
+				}
 			}
 		}
 		var ends kadm.ListedOffsets
@@ -103,7 +111,10 @@ func (b *Broker) refreshGroupStats(ctx context.Context) {
 		for _, s := range snaps {
 			g := metrics.GroupStat{Group: s.Group, State: s.State, Members: s.Members}
 			for _, o := range s.Offsets {
-				end := int64(-1)
+				end, ok := local[tp{o.Topic, o.Partition}]
+				if !ok {
+					end = -1
+				}
 				if e, ok := ends.Lookup(o.Topic, o.Partition); ok && e.Err == nil {
 					end = e.Offset
 				}
@@ -129,4 +140,10 @@ func (b *Broker) clusterAdmin() *kadm.Client {
 	}
 	context.AfterFunc(b.ctx, cl.Close)
 	return kadm.NewClient(cl)
+}
+
+// tp names a partition.
+type tp struct {
+	topic     string
+	partition int32
 }
