@@ -110,6 +110,17 @@ func (b *Broker) initSecurity(ctx context.Context) {
 	b.reloadACLs(tctx) // until this succeeds, only super users get through
 }
 
+// reloadQuotas refreshes the client quotas from the metastore; until it
+// first succeeds, no quota is enforced.
+func (b *Broker) reloadQuotas(ctx context.Context) {
+	qs, err := b.meta.ClientQuotas(ctx)
+	if err != nil {
+		b.log.Warn("load client quotas", "err", err)
+		return
+	}
+	b.quotas.Set(qs)
+}
+
 // reloadACLs refreshes the authorizer's cache from the metastore.
 func (b *Broker) reloadACLs(ctx context.Context) {
 	if b.authz == nil {

@@ -219,6 +219,16 @@ func TestEveryRequestWithAndWithoutItsACLs(t *testing.T) {
 			r.Filters = []kmsg.DeleteACLsRequestFilter{kmsg.NewDeleteACLsRequestFilter()}
 			return r
 		}, func(r kmsg.Response) int16 { return r.(*kmsg.DeleteACLsResponse).Results[0].ErrorCode }, clusterAuthz},
+		{"DescribeClientQuotas", func() kmsg.Request { return kmsg.NewPtrDescribeClientQuotasRequest() },
+			func(r kmsg.Response) int16 { return r.(*kmsg.DescribeClientQuotasResponse).ErrorCode }, clusterAuthz},
+		{"AlterClientQuotas", func() kmsg.Request {
+			r := kmsg.NewPtrAlterClientQuotasRequest()
+			r.Entries = []kmsg.AlterClientQuotasRequestEntry{{
+				Entity: []kmsg.AlterClientQuotasRequestEntryEntity{{Type: "user", Name: kmsg.StringPtr("alice")}},
+				Ops:    []kmsg.AlterClientQuotasRequestEntryOp{{Key: "producer_byte_rate", Value: 1e12}},
+			}}
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.AlterClientQuotasResponse).Entries[0].ErrorCode }, clusterAuthz},
 		{"DescribeUserScramCredentials", func() kmsg.Request { return kmsg.NewPtrDescribeUserSCRAMCredentialsRequest() },
 			func(r kmsg.Response) int16 { return r.(*kmsg.DescribeUserSCRAMCredentialsResponse).ErrorCode }, clusterAuthz},
 		{"AlterUserScramCredentials", func() kmsg.Request {
@@ -288,6 +298,8 @@ func TestEveryRequestWithAndWithoutItsACLs(t *testing.T) {
 		"CreateAcls":                   cluster(alter),
 		"DescribeAcls":                 cluster(describe),
 		"DeleteAcls":                   cluster(alter),
+		"DescribeClientQuotas":         cluster(describeConfigs),
+		"AlterClientQuotas":            cluster(alterConfigs),
 		"DescribeUserScramCredentials": cluster(describe),
 		"AlterUserScramCredentials":    cluster(alter),
 	}

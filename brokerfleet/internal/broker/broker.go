@@ -23,6 +23,7 @@ import (
 	"github.com/stratamq/strata/brokerfleet/internal/group"
 	"github.com/stratamq/strata/brokerfleet/internal/metrics"
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
+	"github.com/stratamq/strata/brokerfleet/internal/quota"
 	"github.com/stratamq/strata/brokerfleet/internal/replication"
 	"github.com/stratamq/strata/brokerfleet/internal/security"
 	"github.com/stratamq/strata/brokerfleet/internal/tier"
@@ -55,6 +56,7 @@ type Broker struct {
 	admin    *admin
 	pids     *pidAllocator
 	sessions *fetchsession.Cache // incremental fetch sessions (KIP-227)
+	quotas   *quota.Manager      // client quotas (KIP-546), enforced in serve
 	// reassignThrottle caps what is sent to replicas being added by a
 	// reassignment; nil when unthrottled.
 	reassignThrottle *replication.Throttle
@@ -176,6 +178,8 @@ func New(cfg Config) (*Broker, error) {
 		b.coord.Close()
 		return nil, err
 	}
+	b.quotas = quota.New(quota.Options{Clock: cfg.Clock})
+	b.reloadQuotas(ctx)
 	b.admin = &admin{cfg: &b.cfg, ctx: ctx, log: b.log, meta: cfg.Meta, cat: b.cat, defaults: defaults, tier: b.tier, clock: cfg.Clock}
 	m.Collect(metricsSource{b})
 	if err := b.cat.Reconcile(ctx); err != nil {
@@ -390,6 +394,7 @@ func (b *Broker) watch(ctx context.Context) {
 		defer cancel()
 		err := b.cat.Reconcile(rctx)
 		b.reloadACLs(rctx)
+		b.reloadQuotas(rctx)
 		if err != nil {
 			return fmt.Errorf("apply metadata change (retried next poll): %w", err)
 		}
