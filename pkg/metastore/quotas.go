@@ -27,7 +27,7 @@ type QuotaEntityPart struct {
 // producer_byte_rate) set for one entity. The entity's parts are sorted by
 // type, so equal entities compare equal.
 type ClientQuota struct {
-	Entity []QuotaEntityPart   `json:"entity"`
+	Entity []QuotaEntityPart  `json:"entity"`
 	Values map[string]float64 `json:"values"`
 }
 

@@ -24,7 +24,9 @@ func qe(parts ...string) kadm.ClientQuotaEntity {
 	return e
 }
 
-func set(key string, v float64) kadm.AlterClientQuotaOp { return kadm.AlterClientQuotaOp{Key: key, Value: v} }
+func set(key string, v float64) kadm.AlterClientQuotaOp {
+	return kadm.AlterClientQuotaOp{Key: key, Value: v}
+}
 
 // TestClientQuotasAdminAPI: AlterClientQuotas validates each entry as
 // Kafka does and stores the valid ones; DescribeClientQuotas filters by
