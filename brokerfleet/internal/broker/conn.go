@@ -30,6 +30,10 @@ type pending struct {
 	key   int16        // the request's API key, for metrics
 	req   kmsg.Request // the request (nil if it could not be parsed)
 	start time.Time    // when its frame was read
+
+	throttle time.Duration // client quota throttle owed when it was served
+	clientID string        // the request's client id and user, for quotas
+	user     string        // (cc's may change while the writer runs)
 }
 
 // clientConn is what handlers know about the connection.
@@ -38,6 +42,7 @@ type clientConn struct {
 	clientID string
 	remote   string
 	sec      *security.Session // nil when security is off
+	muted    muter             // reads wait out client quota throttles
 }
 
 func (b *Broker) serveConn(nc net.Conn) {
@@ -47,11 +52,12 @@ func (b *Broker) serveConn(nc net.Conn) {
 	}
 	ctx, cancel := context.WithCancel(b.ctx)
 	defer cancel()
+	cc := &clientConn{ctx: ctx, remote: nc.RemoteAddr().String(), sec: sec}
 	queue := make(chan pending, pendingDepth)
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
-		b.writeResponses(nc, queue, cancel)
+		b.writeResponses(nc, cc, queue, cancel)
 	}()
 	defer func() {
 		close(queue)
@@ -59,20 +65,24 @@ func (b *Broker) serveConn(nc net.Conn) {
 		nc.Close()
 	}()
 
-	cc := &clientConn{ctx: ctx, remote: nc.RemoteAddr().String(), sec: sec}
 	if sec != nil && !sec.Start(ctx, nc, b.log) {
 		return
 	}
 	br := bufio.NewReaderSize(nc, 64<<10)
 	for {
 		frame, err := wire.ReadFrame(br, cc.sec.FrameLimit(b.cfg.MaxRequestBytes))
-		start := b.clock.Now()
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
 				b.log.Debug("closing connection", "remote", cc.remote, "err", err)
 			}
 			return
 		}
+		// A client owing a quota throttle is served nothing (and, while
+		// this waits, nothing more is read) until it has passed.
+		if !cc.muted.wait(ctx, b) {
+			return
+		}
+		start := b.clock.Now()
 		if cc.sec.RawTokens() {
 			p := rawSASLToken(b, cc, frame, start)
 			select {
@@ -91,7 +101,7 @@ func (b *Broker) serveConn(nc net.Conn) {
 			return
 		}
 		cc.clientID = hdr.ClientID
-		p := pending{corr: hdr.CorrelationID, key: hdr.Key, req: req, start: start}
+		p := pending{corr: hdr.CorrelationID, key: hdr.Key, req: req, start: start, clientID: hdr.ClientID, user: quotaUser(cc)}
 		b.metrics.Received(hdr.Key)
 		switch {
 		case req == nil && hdr.Key == 18:
@@ -105,8 +115,11 @@ func (b *Broker) serveConn(nc net.Conn) {
 			p.raw = wire.AppendUnsupported(nil, hdr.CorrelationID)
 			p.last = true
 		default:
-			if !b.dispatch(cc, req, &p) {
+			served := b.dispatch(cc, req, &p)
+			p.throttle = chargeRequest(b, p.user, p.clientID, req, len(frame), clock.Since(b.clock, start))
+			if !served {
 				b.metrics.Responded(p.key, req, nil, clock.Since(b.clock, start))
+				cc.muted.mute(b.clock.Now().Add(p.throttle))
 				continue // acks=0 produce: no response
 			}
 		}
@@ -177,7 +190,7 @@ func amend(p *pending, fix func(kmsg.Response)) {
 
 // writeResponses encodes responses in request order. It batches writes
 // while more responses are ready.
-func (b *Broker) writeResponses(nc net.Conn, queue <-chan pending, cancel context.CancelFunc) {
+func (b *Broker) writeResponses(nc net.Conn, cc *clientConn, queue <-chan pending, cancel context.CancelFunc) {
 	bw := bufio.NewWriterSize(nc, 64<<10)
 	var buf []byte
 	failed := false
@@ -188,6 +201,16 @@ func (b *Broker) writeResponses(nc net.Conn, queue <-chan pending, cancel contex
 		resp := p.resp
 		if p.wait != nil {
 			resp = p.wait()
+		}
+		throttle := max(p.throttle, chargeFetch(b, p.user, p.clientID, p.req, resp))
+		if throttle > 0 && resp != nil && p.raw == nil && !setThrottle(resp, throttle) {
+			// Before KIP-219 the broker held the response back.
+			t := b.clock.NewTimer(throttle)
+			select {
+			case <-t.C():
+			case <-cc.ctx.Done():
+				t.Stop()
+			}
 		}
 		var err error
 		fr, isFetch := resp.(*kmsg.FetchResponse)
@@ -214,6 +237,9 @@ func (b *Broker) writeResponses(nc net.Conn, queue <-chan pending, cancel contex
 		}
 		if p.raw != nil {
 			resp = nil
+		}
+		if throttle > 0 {
+			cc.muted.mute(b.clock.Now().Add(throttle))
 		}
 		b.metrics.Responded(p.key, p.req, resp, clock.Since(b.clock, p.start))
 		if err != nil || p.last {

@@ -22,7 +22,11 @@
 // quota. Kafka's sampled rate lets a client through in bursts whenever a
 // whole window expires (a saw-tooth of up to several times the quota
 // within each 11 s); the bucket keeps the same long-run rate and burst
-// without the saw-tooth.
+// without the saw-tooth. Likewise a fetch is charged for the bytes it
+// returns after it is served (Kafka answers a fetch that would go over
+// quota empty): the response that goes into debt is delivered and the
+// connection then rests until the debt is repaid, which gives the same
+// long-run rate and leaves fetch sessions untouched.
 //
 // With no quota configured, Record costs one atomic load.
 package quota
@@ -199,18 +203,6 @@ func (m *Manager) Bound(kind Kind, user, client string) float64 {
 // the use of (user, client) for kind and returns the throttle time it now
 // owes, 0 when within its quota or without one.
 func (m *Manager) Record(kind Kind, user, client string, amount float64) time.Duration {
-	return m.use(kind, user, client, amount, true)
-}
-
-// Would returns the throttle time Record would return for amount,
-// without spending it: a fetch that would take its client past its quota
-// is answered empty with that throttle time, as in Kafka, and costs
-// nothing.
-func (m *Manager) Would(kind Kind, user, client string, amount float64) time.Duration {
-	return m.use(kind, user, client, amount, false)
-}
-
-func (m *Manager) use(kind Kind, user, client string, amount float64, spend bool) time.Duration {
 	if !m.on.Load() {
 		return 0
 	}
@@ -229,9 +221,6 @@ func (m *Manager) use(kind Kind, user, client string, amount float64, spend bool
 		m.sweep(now)
 		b = newBucket(bound, time.Duration(m.samples)*m.window, now)
 		m.sensors[key] = b
-	}
-	if !spend {
-		return b.debt(now, amount)
 	}
 	return b.spend(now, amount)
 }
@@ -279,18 +268,11 @@ func (b *bucket) refill(now time.Time) {
 // spend takes amount and returns the time until the debt, if any, is
 // repaid.
 func (b *bucket) spend(now time.Time, amount float64) time.Duration {
-	d := b.debt(now, amount)
-	b.tokens = max(-b.burst, b.tokens-amount)
-	b.last = now
-	return d
-}
-
-// debt returns the time spending amount now would owe.
-func (b *bucket) debt(now time.Time, amount float64) time.Duration {
 	b.refill(now)
-	left := max(-b.burst, b.tokens-amount)
-	if left >= 0 {
+	b.last = now
+	b.tokens = max(-b.burst, b.tokens-amount)
+	if b.tokens >= 0 {
 		return 0
 	}
-	return time.Duration(-left / b.rate * float64(time.Second))
+	return time.Duration(-b.tokens / b.rate * float64(time.Second))
 }

@@ -107,16 +107,6 @@ func TestThrottleTime(t *testing.T) {
 	require.Zero(t, m.Record(Produce, "", "c", 11000))
 }
 
-// TestWouldDoesNotSpend: a fetch answered empty because it would be
-// throttled costs nothing.
-func TestWouldDoesNotSpend(t *testing.T) {
-	m := New(Options{Clock: clock.NewFake(time.Unix(0, 0))})
-	m.Set([]metastore.ClientQuota{{Entity: entity(nil, nil, false, true), Values: map[string]float64{Keys[Fetch]: 100}}})
-	require.Equal(t, 39*time.Second/10, m.Would(Fetch, "", "c", 1490))
-	require.Equal(t, 39*time.Second/10, m.Would(Fetch, "", "c", 1490))
-	require.Zero(t, m.Record(Fetch, "", "c", 1100))
-}
-
 // TestAProducerThatHonoursThrottlesGetsItsQuota simulates producers
 // that send as fast as they may, waiting out each throttle: after the
 // burst, over any 30 s, each gets its quota within 1% (plus one request's
