@@ -371,7 +371,7 @@ func printLetter(stdout io.Writer, l dlqconsole.Letter) error {
 		return err
 	}
 	if l.HeaderError != "" {
-		fmt.Fprintf(stdout, "malformed retry headers: %s\n", l.HeaderError)
+		fmt.Fprintf(stdout, "unusable retry headers: %s\n", l.HeaderError)
 	}
 	if len(l.History) > 0 {
 		fmt.Fprintln(stdout, "\nfailure history:")

@@ -103,7 +103,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.Advertise, "advertise", "", "host:port clients should connect to (default: the listen address; for 0.0.0.0 the ECS task's address, else the first non-loopback IPv4 address)")
 	fs.StringVar(&cfg.Rack, "rack", "", "this broker's rack, usually its availability zone; auto: the ECS task's availability zone")
 	httpAddr := ""
-	fs.StringVar(&httpAddr, "http", httpAddr, "address to serve Prometheus metrics on at /metrics and the health check at /healthz (host:port; empty: off)")
+	fs.StringVar(&httpAddr, "http", httpAddr, "address to serve Prometheus metrics on at /metrics, liveness at /healthz and readiness at /readyz: a listener of its own, apart from Kafka and the registry (host:port; empty: off)")
 	var emfInterval time.Duration
 	fs.DurationVar(&emfInterval, "emf-interval", 0, "write the CloudWatch metrics (Embedded Metric Format, namespace Strata) as one JSON line on stdout this often (0: off)")
 	registryAddr := ""
@@ -114,6 +114,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	of.register(fs)
 	var sf securityFlags
 	sf.register(fs)
+	var hf httpFlags
+	hf.register(fs)
 	testHookFlags(fs, &cfg) // test-only, with STRATA_TEST_HOOKS=1 (testhooks.go)
 	if err := parseFlags(fs, args, stderr, true); err != nil {
 		return err
@@ -124,6 +126,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	cfg.Logger = logger
 	if err := sf.apply(&cfg, &listen); err != nil {
+		return usageError{err}
+	}
+	var regSec registrySecurity
+	if registryAddr != "" {
+		if regSec, err = hf.registry(&cfg.Security, &sf, logger); err != nil {
+			return usageError{err}
+		}
+	}
+	metricsAuth, err := hf.metricsCreds()
+	if err != nil {
 		return usageError{err}
 	}
 	if cfg.Rack == "auto" {
@@ -152,7 +164,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if emfInterval < 0 {
 		return usageError{fmt.Errorf("invalid value %v for flag -emf-interval: negative", emfInterval)}
 	}
-	return serveBrokers(ctx, stdout, logger, []brokerSpec{{cfg: cfg, listen: listen, http: httpAddr, registry: registryAddr, emf: emfInterval}})
+	return serveBrokers(ctx, stdout, logger, []brokerSpec{{cfg: cfg, listen: listen, http: httpAddr, registry: registryAddr,
+		registrySec: regSec, metricsAuth: metricsAuth, emf: emfInterval}})
 }
 
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {
@@ -164,12 +177,14 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 }
 
 type brokerSpec struct {
-	cfg      broker.Config
-	listen   string
-	http     string        // metrics and health check address; empty: none
-	emf      time.Duration // CloudWatch EMF lines on stdout this often; 0: none
-	registry string        // schema registry address; empty: none
-	console  bool          // also serve the DLQ console at <registry>/console/
+	cfg         broker.Config
+	listen      string
+	http        string           // metrics and health check address; empty: none
+	metricsAuth *basicCreds      // credentials /metrics requires; nil: open
+	emf         time.Duration    // CloudWatch EMF lines on stdout this often; 0: none
+	registry    string           // schema registry address; empty: none
+	registrySec registrySecurity // the registry's authentication and TLS
+	console     bool             // also serve the DLQ console at <registry>/console/
 	// settle delays the ready line until the coordinator shards are
 	// spread over the brokers of this process (dev, where they start
 	// together; a serve process is one of a fleet started apart).
@@ -227,19 +242,21 @@ func serveBrokers(ctx context.Context, stdout io.Writer, logger *slog.Logger, sp
 	for i, s := range specs {
 		b := brokers[i]
 		if s.http != "" {
-			srv, err := serveMetrics(s.http, b)
+			srv, err := serveMetrics(s.http, b, s.metricsAuth)
 			if err != nil {
 				return err
 			}
 			defer srv.Close()
-			logger.Info("serving metrics and health", "broker", s.cfg.NodeID, "url", "http://"+srv.Addr+"/metrics", "health", "http://"+srv.Addr+"/healthz")
+			logger.Info("serving metrics and health", "broker", s.cfg.NodeID, "url", "http://"+srv.Addr+"/metrics", "health", "http://"+srv.Addr+"/healthz",
+				"basic_auth", s.metricsAuth != nil)
 		}
 		if s.registry != "" {
 			ln, err := net.Listen("tcp", s.registry)
 			if err != nil {
 				return fmt.Errorf("listen on %s (flag -registry): %w", s.registry, err)
 			}
-			var h http.Handler = b.Registry()
+			reg := registryHandler(b, s.registrySec)
+			h := reg
 			if s.console {
 				// The DLQ console beside the registry, as dev promises it:
 				// http://<registry>/console/.
@@ -252,13 +269,20 @@ func serveBrokers(ctx context.Context, stdout io.Writer, logger *slog.Logger, sp
 				mux := http.NewServeMux()
 				mux.Handle("/console/", console)
 				mux.Handle("/console", console)
-				mux.Handle("/", b.Registry())
+				mux.Handle("/", reg)
 				h = mux
 			}
-			srv := &http.Server{Addr: ln.Addr().String(), Handler: h, ReadHeaderTimeout: 10 * time.Second}
-			go srv.Serve(ln)
+			srv := &http.Server{Addr: ln.Addr().String(), Handler: h, ReadHeaderTimeout: 10 * time.Second, TLSConfig: s.registrySec.tls}
+			scheme := "http://"
+			if srv.TLSConfig != nil {
+				scheme = "https://"
+				go srv.ServeTLS(ln, "", "") // the certificate comes from TLSConfig.GetCertificate
+			} else {
+				go srv.Serve(ln)
+			}
 			defer srv.Close()
-			logger.Info("serving the schema registry", "broker", s.cfg.NodeID, "url", "http://"+srv.Addr)
+			logger.Info("serving the schema registry", "broker", s.cfg.NodeID, "url", scheme+srv.Addr,
+				"basic_auth", s.registrySec.basic, "acls", b.ACLs() != nil)
 			if s.console {
 				logger.Info("serving the DLQ console", "url", "http://"+srv.Addr+"/console/")
 			}
@@ -295,9 +319,11 @@ func serveBrokers(ctx context.Context, stdout io.Writer, logger *slog.Logger, sp
 }
 
 // serveMetrics serves the broker's Prometheus metrics (and the Go runtime's
-// and the process's) at /metrics and its health at /healthz on addr.
-func serveMetrics(addr string, b *broker.Broker) (*http.Server, error) {
-	return serveHTTP(addr, "-http", metricsHandler(b))
+// and the process's) at /metrics and its health at /healthz and /readyz on
+// addr, a listener of their own; with creds, behind basic authentication
+// (withMetricsAuth).
+func serveMetrics(addr string, b *broker.Broker, creds *basicCreds) (*http.Server, error) {
+	return serveHTTP(addr, "-http", withMetricsAuth(metricsHandler(b), creds))
 }
 
 // metricsHandler serves GET /metrics: the broker's own registry (only this

@@ -55,8 +55,8 @@ type Letter struct {
 	Function        string          `json:"function,omitempty"`
 	Replays         int             `json:"replays"`
 	ReplayedAt      *time.Time      `json:"replayedAt,omitempty"`
-	Handled         bool            `json:"handled"` // already replayed or purged by the console
-	HeaderError     string          `json:"headerError,omitempty"`
+	Handled         bool            `json:"handled"`               // already replayed or purged by the console
+	HeaderError     string          `json:"headerError,omitempty"` // retry headers that do not parse, or name a foreign origin
 	Key             Shown           `json:"key"`
 	Value           Shown           `json:"value"`
 	Headers         []Header        `json:"headers,omitempty"` // only for one letter
@@ -68,7 +68,10 @@ const listPreview = 512
 
 func (c *Console) letter(ctx context.Context, topic string, r *kgo.Record, full bool, handled bool) Letter {
 	l := Letter{Topic: topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp.UTC(), Handled: handled}
-	st, _, err := retry.Parse(r.Headers)
+	st, ok, err := retry.Parse(r.Headers)
+	if err == nil && ok && st.OriginTopic != "" {
+		err = st.CheckOrigin(topic) // shown, so nobody wonders why its replay is refused
+	}
 	if err != nil {
 		l.HeaderError = err.Error()
 	}

@@ -26,7 +26,10 @@
 //
 // Replaying a letter that was already replayed (its strata.dlq.replays
 // header is 1 or more, or the console already handled that offset) answers
-// 409 unless "force" is set. API errors are JSON {"error": "..."}: 400 for a
+// 409 unless "force" is set. A letter of X.dlq is replayed to X only: one
+// whose origin header names any other topic answers 409 even with "force"
+// and keeps its place (pkg/retry State.CheckOrigin), so whoever may write
+// X.dlq cannot use the console to write other topics. API errors are JSON {"error": "..."}: 400 for a
 // malformed request, 404 for an unknown topic, a topic that is not a .dlq
 // topic or an unknown letter, 409 for a refused replay, 502/503 when Kafka
 // fails. A value the registry cannot decode is still shown (as text or hex,

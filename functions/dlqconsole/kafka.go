@@ -388,7 +388,9 @@ type ReplayResult struct {
 // replay produces the letters back to their origin topics and partitions
 // and marks them handled. Unless force, letters already replayed (or
 // already handled by the console) are refused with 409 and nothing is
-// produced.
+// produced. A letter of X.dlq whose origin header names another topic than
+// X is refused with 409 even with force (pkg/retry State.CheckOrigin), and
+// keeps its place.
 func (c *Console) replay(ctx context.Context, topic string, refs []LetterRef, force bool) ([]ReplayResult, error) {
 	if len(refs) == 0 {
 		return nil, errorf(400, "name at least one letter to replay")
@@ -421,6 +423,10 @@ func (c *Console) replay(ctx context.Context, topic string, refs []LetterRef, fo
 		}
 		if !ok || st.OriginTopic == "" {
 			return nil, errorf(409, "letter %s/%d@%d has no %s header: its origin is unknown", topic, ref.Partition, ref.Offset, retry.HeaderOriginTopic)
+		}
+		if err := st.CheckOrigin(topic); err != nil {
+			// Not even with force: a letter of X.dlq goes back to X only.
+			return nil, errorf(409, "refusing to replay letter %s/%d@%d: %v", topic, ref.Partition, ref.Offset, err)
 		}
 		switch {
 		case force:

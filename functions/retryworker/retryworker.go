@@ -2,6 +2,12 @@
 // due. It consumes <topic>.retry topics (a list, or a regular expression)
 // in a consumer group and, per record, reads its pkg/retry State:
 //
+//   - an origin header naming another topic than X for a record of
+//     X.retry (pkg/retry State.CheckOrigin), or headers that do not parse:
+//     the record is not redelivered anywhere; it moves to X.dlq as a first
+//     failure at its own position, with the reason as its error (counted
+//     in Stats.Refused when the origin was foreign), so whoever may write
+//     X.retry can write X only;
 //   - attempts >= MaxAttempts: the record moves to <origin>.dlq with its
 //     headers, and so its whole failure history;
 //   - not-before in the future: the partition is paused until then
@@ -98,6 +104,7 @@ type Stats struct {
 	Failed       int `json:"failed"`       // failed invocations (routed to retry or DLQ)
 	DeadLettered int `json:"deadLettered"` // records moved to a DLQ
 	Paused       int `json:"paused"`       // times a partition was paused for a record not yet due
+	Refused      int `json:"refused"`      // records whose origin header named a foreign topic (moved to the DLQ, counted there too)
 }
 
 // Worker redelivers due records.
@@ -320,15 +327,23 @@ func (w *Worker) pause(r *kgo.Record, at time.Time) {
 // due then and was not handled.
 func (w *Worker) handle(ctx context.Context, r *kgo.Record) (time.Time, error) {
 	st, ok, err := retry.Parse(r.Headers)
+	if err == nil && ok {
+		err = st.CheckOrigin(r.Topic)
+	}
 	if err != nil {
-		// Unreadable state: the record goes to <this topic>.dlq as is.
+		// Unreadable state, or an origin this retry topic may not name: the
+		// record goes to the DLQ of the topic this one belongs to, with the
+		// reason, and is delivered nowhere.
+		if errors.Is(err, retry.ErrForeignOrigin) {
+			w.stats.Refused++
+		}
 		_, ferr := w.router.Fail(ctx, err, r)
 		w.stats.DeadLettered++
 		return time.Time{}, ferr
 	}
 	if !ok {
 		// Produced to the retry topic by hand: deliver now, as a first retry.
-		st = retry.State{OriginTopic: strings.TrimSuffix(r.Topic, retry.RetrySuffix), OriginPartition: r.Partition, OriginOffset: -1}
+		st = retry.State{OriginTopic: retry.OriginOf(r.Topic), OriginPartition: r.Partition, OriginOffset: -1}
 	}
 	if st.Attempts >= w.cfg.Policy.MaxAttempts {
 		w.stats.DeadLettered++

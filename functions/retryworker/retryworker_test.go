@@ -334,3 +334,81 @@ func TestBootstrapBinary(t *testing.T) {
 	require.Equal(t, "dead", string(d.Value))
 	require.Equal(t, "due", string(consumeN(t, addr, "bin", 1)[0].Value))
 }
+
+// forged is a record on own.retry whose origin header names victim: what
+// someone who may write own.retry, but not victim, would produce.
+func forged(own, victim string, attempts int, value string) *kgo.Record {
+	r := retryRecord(victim, 0, attempts, time.Now(), value)
+	r.Topic = retry.RetryTopic(own)
+	return r
+}
+
+// endOffsets returns the high watermarks of topics, summed over partitions.
+func endOffsets(t *testing.T, cl *kgo.Client, topics ...string) map[string]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topics...)
+	require.NoError(t, err)
+	out := map[string]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		require.NoError(t, o.Err, "%s", o.Topic)
+		out[o.Topic] += o.Offset
+	})
+	return out
+}
+
+// TestWorkerRefusesForeignOrigin: records of own.retry whose origin header
+// names another topic are delivered nowhere (neither victim nor
+// victim.dlq): they move to own.dlq with the reason, and the worker goes
+// on with the records behind them.
+func TestWorkerRefusesForeignOrigin(t *testing.T) {
+	t.Parallel()
+	addr, cl := setup(t, "own", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, 1, -1, nil, "victim")
+	require.NoError(t, err)
+	require.NoError(t, resp.Err)
+	require.NoError(t, retry.EnsureTopics(ctx, cl, "victim"))
+	produce(t, cl, forged("own", "victim", 1, "due"), forged("own", "victim", 3, "exhausted"),
+		retryRecord("own", 0, 1, time.Now(), "legit"))
+	cfg := workerConfig(addr, "own.retry")
+	cfg.Idle = 2 * time.Second
+	out, err := lambda.NewHandler(retryworker.Handler(cfg, nil, time.Second)).Invoke(ctx, []byte(`{}`))
+	require.NoError(t, err)
+	var st retryworker.Stats
+	require.NoError(t, json.Unmarshal(out, &st))
+	require.Equal(t, retryworker.Stats{Redelivered: 1, DeadLettered: 2, Refused: 2}, st)
+
+	require.Equal(t, "legit", string(consumeN(t, addr, "own", 1)[0].Value), "the record behind them was redelivered")
+	for _, d := range consumeN(t, addr, "own.dlq", 2) {
+		s, ok, err := retry.Parse(d.Headers)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, "own", s.OriginTopic, "dead-lettered as a record of own, not of victim")
+		require.Equal(t, 1, s.Attempts)
+		require.Contains(t, s.LastError, retry.ErrForeignOrigin.Error())
+		require.Contains(t, s.LastError, `"victim"`)
+	}
+	require.Equal(t, map[string]int64{"victim": 0, "victim.dlq": 0}, endOffsets(t, cl, "victim", "victim.dlq"),
+		"nothing reached the topic the headers named")
+}
+
+// TestWorkerRefusesForeignOriginToFunction: with a function configured, a
+// record with a foreign origin is not handed to it (which would believe
+// the record came from that topic); it goes to the DLQ.
+func TestWorkerRefusesForeignOriginToFunction(t *testing.T) {
+	t.Parallel()
+	addr, cl := setup(t, "fnown", 1)
+	fake := testlambda.NewInvoke(t, testlambda.Succeed)
+	produce(t, cl, forged("fnown", "elsewhere", 1, "forged"), retryRecord("fnown", 0, 1, time.Now(), "legit"))
+	cfg := workerConfig(addr, "fnown.retry")
+	cfg.Function = "target"
+	startWorker(t, cfg, fake)
+	require.Eventually(t, func() bool { return len(fake.Processed()) == 1 }, 30*time.Second, 50*time.Millisecond)
+	require.Equal(t, []string{"legit"}, fake.Processed())
+	d := consumeN(t, addr, "fnown.dlq", 1)[0]
+	require.Equal(t, "forged", string(d.Value))
+	require.Len(t, fake.Calls(), 1, "the forged record was never invoked")
+}

@@ -74,17 +74,30 @@ type Routed struct {
 // state (or a first failure at its own position) with one more attempt, the
 // error appended to the history and, unless exhausted, a not-before time.
 // exhausted is true when the record belongs in the dead-letter topic.
+// Headers that do not parse, or whose origin the record may not name
+// (State.CheckOrigin), are not followed: the record is a first failure at
+// its own position, exhausted, and the reason is added to the error.
 func (r *Router) Next(rec *kgo.Record, cause error) (st State, exhausted bool) {
 	now := r.now().UTC()
 	st, ok, err := Parse(rec.Headers)
+	if err == nil && ok {
+		err = st.CheckOrigin(rec.Topic)
+	}
 	if err != nil {
-		// Malformed retry headers: keep the record, but do not loop on it.
+		// Malformed retry headers, or an origin this record may not name:
+		// keep the record, but neither loop on it nor follow its headers: it
+		// goes straight to OriginOf(its topic).dlq, with the reason.
 		st, ok = State{}, false
-		cause = fmt.Errorf("%v (and %v)", cause, err)
+		if cause.Error() != err.Error() {
+			cause = fmt.Errorf("%v (and %v)", cause, err)
+		}
 		defer func() { exhausted = true; st.NotBefore = time.Time{} }()
 	}
 	if !ok {
-		st = State{OriginTopic: rec.Topic, OriginPartition: rec.Partition, OriginOffset: rec.Offset, FirstFailure: now}
+		st = State{OriginTopic: OriginOf(rec.Topic), OriginPartition: rec.Partition, OriginOffset: rec.Offset, FirstFailure: now}
+		if st.OriginTopic != rec.Topic {
+			st.OriginOffset = -1 // read from X.retry or X.dlq: its offset in X is unknown
+		}
 	}
 	st.Attempts++
 	st.LastError = cause.Error()
@@ -119,8 +132,12 @@ func (r *Router) Fail(ctx context.Context, cause error, recs ...*kgo.Record) ([]
 }
 
 // DeadLetter moves a record whose headers say it is exhausted to its
-// origin's dead-letter topic, headers (and so its history) unchanged.
+// origin's dead-letter topic, headers (and so its history) unchanged. An
+// origin rec may not name is refused (State.CheckOrigin).
 func (r *Router) DeadLetter(ctx context.Context, rec *kgo.Record, st State) error {
+	if err := st.CheckOrigin(rec.Topic); err != nil {
+		return err
+	}
 	st.NotBefore = time.Time{}
 	if err := r.cl.ProduceSync(ctx, r.copyTo(rec, DLQTopic(st.OriginTopic), st.OriginPartition, st.Headers(rec.Headers))).FirstErr(); err != nil {
 		return fmt.Errorf("retry: dead-letter %s/%d@%d: %w", st.OriginTopic, st.OriginPartition, st.OriginOffset, err)
@@ -129,8 +146,12 @@ func (r *Router) DeadLetter(ctx context.Context, rec *kgo.Record, st State) erro
 }
 
 // Redeliver produces rec back to its origin topic and partition with its
-// headers, so the next failure continues its history.
+// headers, so the next failure continues its history. An origin rec may
+// not name is refused (State.CheckOrigin): nothing is produced.
 func (r *Router) Redeliver(ctx context.Context, rec *kgo.Record, st State) error {
+	if err := st.CheckOrigin(rec.Topic); err != nil {
+		return err
+	}
 	if err := r.cl.ProduceSync(ctx, r.copyTo(rec, st.OriginTopic, st.OriginPartition, rec.Headers)).FirstErr(); err != nil {
 		return fmt.Errorf("retry: redeliver %s/%d@%d: %w", st.OriginTopic, st.OriginPartition, st.OriginOffset, err)
 	}

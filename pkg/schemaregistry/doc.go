@@ -15,7 +15,9 @@
 // File map:
 //
 //	registry.go    Registry, Options, New, the Go API brokers use (SchemaByID, SubjectHasID)
-//	http.go        routing, content types, request decoding, responses
+//	http.go        routing with each endpoint's authorization rule, content types, request decoding, responses
+//	auth.go        Protect: HTTP basic authentication, Authenticator, Authorizer, subjects mapped to Kafka ACL resources
+//	scramauth.go   ScramAuthenticator: basic credentials checked against the SCRAM users, with a bounded cache
 //	errors.go      Confluent error codes and the JSON error body
 //	subjects.go    /subjects: list, versions, get, delete, referencedby
 //	register.go    POST /subjects/{s}/versions and POST /subjects/{s}: identity, modes, ids
@@ -28,6 +30,16 @@
 //	jsoncompat.go  JSON Schema compatibility rules; jsoncontent.go those of objects and arrays
 //	protobuf.go    Protobuf parsing; protocompat.go its compatibility rules
 //	cache.go       caches of parsed schemas and of the ids under a subject
+//
+// Security: Protect(registry, Security{...}) authenticates every request
+// (401, error code 40101, without valid credentials) and lets each route's
+// rule ask an Authorizer with Kafka's ACL semantics (403, 40301): a subject
+// T-value or T-key is guarded by topic T, any other subject by the cluster;
+// reads need DESCRIBE, registering WRITE, deleting and config or mode
+// changes ALTER (on the cluster, every change ALTER); a schema id is
+// readable with DESCRIBE on the cluster or on a subject using it; lists
+// hold only what the caller may describe. Without Protect, or with a zero
+// Security, everything is open.
 //
 // Non-obvious:
 //   - A schema's id is global and stable: it is allocated once per (type,
@@ -43,4 +55,7 @@
 //     canonical fingerprints, which ignore defaults and aliases, and its
 //     Parse resolves names through a process-wide cache; so every check
 //     uses a fresh SchemaCompatibility and every parse a fresh SchemaCache.
+//   - The caller travels in the request's context: Protect puts it there,
+//     rules and list filters read it (callerOf); a nil caller allows all.
+//     A schema may reference only subjects its registrant may describe.
 package schemaregistry

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/stratamq/strata/pkg/metastore"
 )
 
@@ -102,6 +104,11 @@ func (r *Registry) resolveRefs(ctx context.Context, refs []Reference) ([]metasto
 	for _, ref := range refs {
 		if ref.Name == "" || ref.Subject == "" {
 			return nil, nil, errInvalidSchema("Invalid reference %+v: name and subject are required", ref)
+		}
+		// Only subjects the caller may read can be referenced (and so
+		// probed through registration errors).
+		if err := callerOf(ctx).checkSubject(kmsg.ACLOperationDescribe, ref.Subject); err != nil {
+			return nil, nil, err
 		}
 		v := int64(ref.Version)
 		if v == -1 {

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/stratamq/strata/pkg/metastore"
 )
@@ -31,38 +34,88 @@ func (h handlerFunc) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
+// rule decides whether the caller of a request that came through an
+// authorizing Protect may make it; nil means yes. Lists are filtered by
+// their handlers (callerOf), beyond their rule.
+type rule func(r *Registry, c *caller, req *http.Request) error
+
+// endpoint is one method of a route: its handler and its rule. A route
+// without a rule is not served (routes panics).
+type endpoint struct {
+	h     handlerFunc
+	allow rule
+}
+
+// anyone admits every caller (who authenticated, when Protect asks for it).
+func anyone(*Registry, *caller, *http.Request) error { return nil }
+
+// onSubject needs op on the resource guarding the subject in the path.
+func onSubject(op kmsg.ACLOperation) rule {
+	return func(_ *Registry, c *caller, req *http.Request) error {
+		return c.checkSubject(op, req.PathValue("subject"))
+	}
+}
+
+// onCluster needs op on the cluster.
+func onCluster(op kmsg.ACLOperation) rule {
+	return func(_ *Registry, c *caller, _ *http.Request) error {
+		return c.check(op, kmsg.ACLResourceTypeCluster, ClusterName, "")
+	}
+}
+
+// onSchemaID needs to be allowed to read the schema id in the path.
+func onSchemaID(r *Registry, c *caller, req *http.Request) error {
+	id, err := parseID(req.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return r.checkSchemaID(req.Context(), c, id)
+}
+
+const (
+	opDescribe = kmsg.ACLOperationDescribe
+	opWrite    = kmsg.ACLOperationWrite
+	opAlter    = kmsg.ACLOperationAlter
+)
+
+// routes is the API and who may use each endpoint when authorization is
+// on (auth.go maps subjects to topics or the cluster).
 func (r *Registry) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	type route struct {
 		path    string
-		methods map[string]handlerFunc
+		methods map[string]endpoint
 	}
 	routes := []route{
-		{"/{$}", map[string]handlerFunc{"GET": r.handleRoot}},
-		{"/subjects", map[string]handlerFunc{"GET": r.handleListSubjects}},
-		{"/subjects/{subject}", map[string]handlerFunc{"POST": r.handleLookup, "DELETE": r.handleDeleteSubject}},
-		{"/subjects/{subject}/versions", map[string]handlerFunc{"GET": r.handleListVersions, "POST": r.handleRegister}},
-		{"/subjects/{subject}/versions/{version}", map[string]handlerFunc{"GET": r.handleGetVersion, "DELETE": r.handleDeleteVersion}},
-		{"/subjects/{subject}/versions/{version}/schema", map[string]handlerFunc{"GET": r.handleGetVersionSchema}},
-		{"/subjects/{subject}/versions/{version}/referencedby", map[string]handlerFunc{"GET": r.handleReferencedBy}},
-		{"/schemas", map[string]handlerFunc{"GET": r.handleListSchemas}},
-		{"/schemas/types", map[string]handlerFunc{"GET": r.handleTypes}},
-		{"/schemas/ids/{id}", map[string]handlerFunc{"GET": r.handleSchemaByID}},
-		{"/schemas/ids/{id}/schema", map[string]handlerFunc{"GET": r.handleSchemaTextByID}},
-		{"/schemas/ids/{id}/versions", map[string]handlerFunc{"GET": r.handleSchemaVersions}},
-		{"/schemas/ids/{id}/subjects", map[string]handlerFunc{"GET": r.handleSchemaSubjects}},
-		{"/config", map[string]handlerFunc{"GET": r.handleGetConfig, "PUT": r.handlePutConfig, "DELETE": r.handleDeleteConfig}},
-		{"/config/{subject}", map[string]handlerFunc{"GET": r.handleGetConfig, "PUT": r.handlePutConfig, "DELETE": r.handleDeleteConfig}},
-		{"/mode", map[string]handlerFunc{"GET": r.handleGetMode, "PUT": r.handlePutMode, "DELETE": r.handleDeleteMode}},
-		{"/mode/{subject}", map[string]handlerFunc{"GET": r.handleGetMode, "PUT": r.handlePutMode, "DELETE": r.handleDeleteMode}},
-		{"/compatibility/subjects/{subject}/versions", map[string]handlerFunc{"POST": r.handleCompatibility}},
-		{"/compatibility/subjects/{subject}/versions/{version}", map[string]handlerFunc{"POST": r.handleCompatibility}},
-		{"/contexts", map[string]handlerFunc{"GET": r.handleContexts}},
+		{"/{$}", map[string]endpoint{"GET": {r.handleRoot, anyone}}},
+		{"/subjects", map[string]endpoint{"GET": {r.handleListSubjects, anyone}}}, // filtered: subjects it may describe
+		{"/subjects/{subject}", map[string]endpoint{"POST": {r.handleLookup, onSubject(opDescribe)}, "DELETE": {r.handleDeleteSubject, onSubject(opAlter)}}},
+		{"/subjects/{subject}/versions", map[string]endpoint{"GET": {r.handleListVersions, onSubject(opDescribe)}, "POST": {r.handleRegister, onSubject(opWrite)}}},
+		{"/subjects/{subject}/versions/{version}", map[string]endpoint{"GET": {r.handleGetVersion, onSubject(opDescribe)}, "DELETE": {r.handleDeleteVersion, onSubject(opAlter)}}},
+		{"/subjects/{subject}/versions/{version}/schema", map[string]endpoint{"GET": {r.handleGetVersionSchema, onSubject(opDescribe)}}},
+		{"/subjects/{subject}/versions/{version}/referencedby", map[string]endpoint{"GET": {r.handleReferencedBy, onSubject(opDescribe)}}},
+		{"/schemas", map[string]endpoint{"GET": {r.handleListSchemas, anyone}}}, // filtered by subject
+		{"/schemas/types", map[string]endpoint{"GET": {r.handleTypes, anyone}}},
+		{"/schemas/ids/{id}", map[string]endpoint{"GET": {r.handleSchemaByID, onSchemaID}}},
+		{"/schemas/ids/{id}/schema", map[string]endpoint{"GET": {r.handleSchemaTextByID, onSchemaID}}},
+		{"/schemas/ids/{id}/versions", map[string]endpoint{"GET": {r.handleSchemaVersions, onSchemaID}}}, // filtered by subject
+		{"/schemas/ids/{id}/subjects", map[string]endpoint{"GET": {r.handleSchemaSubjects, onSchemaID}}}, // filtered by subject
+		{"/config", map[string]endpoint{"GET": {r.handleGetConfig, anyone}, "PUT": {r.handlePutConfig, onCluster(opAlter)}, "DELETE": {r.handleDeleteConfig, onCluster(opAlter)}}},
+		{"/config/{subject}", map[string]endpoint{"GET": {r.handleGetConfig, onSubject(opDescribe)}, "PUT": {r.handlePutConfig, onSubject(opAlter)}, "DELETE": {r.handleDeleteConfig, onSubject(opAlter)}}},
+		{"/mode", map[string]endpoint{"GET": {r.handleGetMode, anyone}, "PUT": {r.handlePutMode, onCluster(opAlter)}, "DELETE": {r.handleDeleteMode, onCluster(opAlter)}}},
+		{"/mode/{subject}", map[string]endpoint{"GET": {r.handleGetMode, onSubject(opDescribe)}, "PUT": {r.handlePutMode, onSubject(opAlter)}, "DELETE": {r.handleDeleteMode, onSubject(opAlter)}}},
+		// A compatibility test changes nothing: reading is enough.
+		{"/compatibility/subjects/{subject}/versions", map[string]endpoint{"POST": {r.handleCompatibility, onSubject(opDescribe)}}},
+		{"/compatibility/subjects/{subject}/versions/{version}", map[string]endpoint{"POST": {r.handleCompatibility, onSubject(opDescribe)}}},
+		{"/contexts", map[string]endpoint{"GET": {r.handleContexts, anyone}}},
 	}
 	for _, rt := range routes {
 		allowed := make([]string, 0, len(rt.methods))
-		for m, h := range rt.methods {
-			mux.Handle(m+" "+rt.path, h)
+		for m, ep := range rt.methods {
+			if ep.h == nil || ep.allow == nil {
+				panic(fmt.Sprintf("schemaregistry: %s %s has no handler or no authorization rule", m, rt.path))
+			}
+			mux.Handle(m+" "+rt.path, r.authorized(ep))
 			allowed = append(allowed, m)
 		}
 		allow := strings.Join(allowed, ", ")
@@ -76,6 +129,19 @@ func (r *Registry) routes() *http.ServeMux {
 		return newError(http.StatusNotFound, codeNotFound, "HTTP 404 Not Found")
 	}))
 	return mux
+}
+
+// authorized runs ep's rule, when the request came through an
+// authorizing Protect, before its handler.
+func (r *Registry) authorized(ep endpoint) handlerFunc {
+	return func(w http.ResponseWriter, req *http.Request) error {
+		if c := callerOf(req.Context()); c != nil {
+			if err := ep.allow(r, c, req); err != nil {
+				return err
+			}
+		}
+		return ep.h(w, req)
+	}
 }
 
 func (r *Registry) handleRoot(w http.ResponseWriter, _ *http.Request) error {

@@ -48,7 +48,8 @@ type subjectVersion struct {
 }
 
 // idUses returns the subject versions that use schema id (soft-deleted
-// ones with deleted), optionally of one subject; 40403 for an unknown id.
+// ones with deleted), optionally of one subject, of the subjects the
+// caller may describe; 40403 for an unknown id.
 func (r *Registry) idUses(ctx context.Context, idStr, subject string, deleted bool) ([]metastore.SubjectVersion, error) {
 	id, err := parseID(idStr)
 	if err != nil {
@@ -61,9 +62,10 @@ func (r *Registry) idUses(ctx context.Context, idStr, subject string, deleted bo
 	if err != nil {
 		return nil, storeError("read schema uses", err)
 	}
+	c := callerOf(ctx)
 	out := uses[:0]
 	for _, u := range uses {
-		if (deleted || !u.Deleted) && (subject == "" || u.Subject == subject) {
+		if (deleted || !u.Deleted) && (subject == "" || u.Subject == subject) && c.mayDescribe(u.Subject) {
 			out = append(out, u)
 		}
 	}
@@ -107,7 +109,8 @@ func (r *Registry) handleTypes(w http.ResponseWriter, _ *http.Request) error {
 
 // handleListSchemas serves GET /schemas: every live subject version
 // (?deleted=true adds soft-deleted ones), ?subjectPrefix filters,
-// ?latestOnly=true keeps each subject's newest.
+// ?latestOnly=true keeps each subject's newest; only subjects the caller
+// may describe are listed.
 func (r *Registry) handleListSchemas(w http.ResponseWriter, req *http.Request) error {
 	ctx := req.Context()
 	q := req.URL.Query()
@@ -116,9 +119,10 @@ func (r *Registry) handleListSchemas(w http.ResponseWriter, req *http.Request) e
 	if err != nil {
 		return storeError("list subjects", err)
 	}
+	c := callerOf(ctx)
 	out := []schemaEntity{}
 	for _, s := range subjects {
-		if !strings.HasPrefix(s, prefix) {
+		if !strings.HasPrefix(s, prefix) || !c.mayDescribe(s) {
 			continue
 		}
 		vs, err := r.versions(ctx, s)

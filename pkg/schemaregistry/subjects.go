@@ -12,7 +12,8 @@ import (
 
 // handleListSubjects serves GET /subjects: subjects with a live version;
 // with ?deleted=true also those whose versions are all soft-deleted, with
-// ?deletedOnly=true only those; ?subjectPrefix filters.
+// ?deletedOnly=true only those; ?subjectPrefix filters, and so does
+// authorization (only subjects the caller may describe).
 func (r *Registry) handleListSubjects(w http.ResponseWriter, req *http.Request) error {
 	ctx := req.Context()
 	q := req.URL.Query()
@@ -25,9 +26,10 @@ func (r *Registry) handleListSubjects(w http.ResponseWriter, req *http.Request) 
 	if err != nil {
 		return storeError("list subjects", err)
 	}
+	c := callerOf(ctx)
 	out := []string{}
 	for _, s := range subjects {
-		if !strings.HasPrefix(s, prefix) {
+		if !strings.HasPrefix(s, prefix) || !c.mayDescribe(s) {
 			continue
 		}
 		vs, err := r.versions(ctx, s)

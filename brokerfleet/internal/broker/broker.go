@@ -481,6 +481,9 @@ var ErrClosed = errors.New("broker closed")
 // Meta returns the broker's metastore.
 func (b *Broker) Meta() *metastore.Meta { return b.meta }
 
+// ACLs returns the broker's ACL cache (for the schema registry), nil when ACLs are off.
+func (b *Broker) ACLs() *security.ACLs { return b.authz }
+
 // Gatherer returns the broker's own metrics registry: every strata_* series
 // of this broker and no other's.
 func (b *Broker) Gatherer() prometheus.Gatherer { return b.metrics.Gatherer() }
