@@ -369,7 +369,7 @@ func TestObservability(t *testing.T) {
 // a configured trigger, another broker count and sizes.
 func TestOptions(t *testing.T) {
 	s := synth(t, map[string]any{
-		"alarmEmail": "ops@example.com",
+		"alarmEmail":    "ops@example.com",
 		"triggerTopics": "orders,payments", "triggerFunction": "order-handler", "triggerRateMinutes": 5,
 		"brokerCount": 5, "brokerCpu": "2048", "brokerMemoryMiB": 8192, "storageGiB": 200, "lagAlarmThreshold": "500",
 		"clusterName": "prod",
