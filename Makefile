@@ -81,8 +81,10 @@ lint:
 	$(GO) vet -tags chaos ./e2e/chaos/
 
 # The Lambda functions as linux/arm64 bootstrap binaries (provided.al2023),
-# what infra/ packages.
-LAMBDAS = trigger retryworker dlqconsole
+# what infra/ packages: the three Kafka functions, the custom resource that
+# issues the deployment's private CA and broker certificate, and the
+# example consumer of Lambda's own Kafka event source (-c esmExample=true).
+LAMBDAS = trigger retryworker dlqconsole certissuer esmexample
 lambdas:
 	@set -e; for f in $(LAMBDAS); do \
 	  echo "== functions/$$f/bootstrap"; \

@@ -29,6 +29,7 @@ type securityFlags struct {
 	superUsers                       string
 	admin                            string
 	failureDelay                     time.Duration
+	env                              envSecurityFlags // securityenv.go
 }
 
 func (f *securityFlags) register(fs *flag.FlagSet) {
@@ -49,6 +50,7 @@ func (f *securityFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.superUsers, "super-users", "", "principals that bypass ACLs, as User:admin;User:broker")
 	fs.StringVar(&f.admin, "sasl-admin", "", "create this SCRAM user at start if it has no credentials, as name:password (prefer STRATA_SASL_ADMIN)")
 	fs.DurationVar(&f.failureDelay, "auth-failure-delay", time.Second, "how long a failed SASL authentication waits before it is answered and the connection closed")
+	f.env.register(fs)
 }
 
 // parseNamed parses NAME://host:port,... into names in order and addresses.
@@ -126,10 +128,7 @@ func (f *securityFlags) apply(cfg *broker.Config, listen *string) error {
 			l.SASLMechanisms = mechs
 		case "SSL", "SASL_SSL":
 			if srvTLS == nil {
-				if f.tlsCert == "" || f.tlsKey == "" {
-					return fmt.Errorf("listener %s (%s): -tls-cert and -tls-key are required", name, proto)
-				}
-				c, err := security.ServerTLS(f.tlsCert, f.tlsKey, f.tlsClientCA)
+				c, err := f.serverTLS(name, proto)
 				if err != nil {
 					return err
 				}
@@ -168,15 +167,7 @@ func (f *securityFlags) apply(cfg *broker.Config, listen *string) error {
 		sec.InterBrokerSASL = &security.SASLCredentials{Mechanism: f.interMech, User: f.interUser, Password: f.interPass}
 	}
 	if ib.TLS != nil {
-		ca := f.interCA
-		if ca == "" {
-			ca = f.tlsClientCA
-		}
-		cert, key := "", ""
-		if f.tlsClientCA != "" { // mutual TLS: present the broker's certificate
-			cert, key = f.tlsCert, f.tlsKey
-		}
-		if sec.InterBrokerTLS, err = security.ClientTLS(ca, cert, key); err != nil {
+		if sec.InterBrokerTLS, err = f.interBrokerTLS(); err != nil {
 			return err
 		}
 	}

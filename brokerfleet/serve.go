@@ -128,6 +128,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := sf.apply(&cfg, &listen); err != nil {
 		return usageError{err}
 	}
+	if err := sf.env.load(); err != nil {
+		return usageError{err}
+	}
+	if err := sf.env.advertise(ctx, &cfg, listen); err != nil {
+		return err
+	}
 	var regSec registrySecurity
 	if registryAddr != "" {
 		if regSec, err = hf.registry(&cfg.Security, &sf, logger); err != nil {
@@ -153,6 +159,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer closer.Close()
 	cfg.Meta = meta
 	if err := sf.bootstrapAdmin(ctx, meta); err != nil {
+		return err
+	}
+	if err := sf.env.provision(ctx, meta); err != nil {
 		return err
 	}
 	if cfg.Objects, err = of.open(ctx, mf.endpoint, mf.region); err != nil {
