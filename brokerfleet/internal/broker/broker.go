@@ -62,6 +62,7 @@ type Broker struct {
 	reassignThrottle *replication.Throttle
 	secured          bool           // listeners with TLS or SASL, or ACLs: connections carry a Session
 	authz            *security.ACLs // nil when ACLs are off
+	auth             *security.Authenticator
 
 	// controlling is whether this broker held the controller lease at its
 	// last controller round (the tier's cluster-wide sweep runs there).
@@ -393,7 +394,7 @@ func (b *Broker) watch(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, metaTimeout)
 		defer cancel()
 		err := b.cat.Reconcile(rctx)
-		b.reloadACLs(rctx)
+		b.reloadSecurity(rctx)
 		b.reloadQuotas(rctx)
 		if err != nil {
 			return fmt.Errorf("apply metadata change (retried next poll): %w", err)
