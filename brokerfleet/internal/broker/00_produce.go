@@ -177,7 +177,7 @@ func produceOne(b *Broker, req *kmsg.ProduceRequest, topicName string, idx int32
 		}
 	}
 	if cfg.SchemaValidation {
-		if err := checkSchemas(b, topicName, records, h); err != nil {
+		if err := checkSchemas(b, topicName, records, h, cfg.MaxMessageBytes); err != nil {
 			return nil, partition.AppendResult{}, err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/stratamq/strata/brokerfleet/internal/controller"
 	"github.com/stratamq/strata/brokerfleet/internal/fetchsession"
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
+	"github.com/stratamq/strata/brokerfleet/internal/records"
 	"github.com/stratamq/strata/brokerfleet/internal/tier"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
 	"github.com/stratamq/strata/pkg/metastore"
@@ -54,6 +55,9 @@ func errorCode(err error) int16 {
 		return kerr.OffsetOutOfRange.Code
 	case errors.Is(err, segment.ErrCorrupt):
 		return kerr.CorruptMessage.Code
+	case errors.Is(err, records.ErrTooLarge), errors.Is(err, records.ErrMalformed):
+		// Kafka's InvalidRecordException: not retriable, the batch is bad.
+		return kerr.InvalidRecord.Code
 	case errors.Is(err, partition.ErrOutOfOrderSequence):
 		return kerr.OutOfOrderSequenceNumber.Code
 	case errors.Is(err, partition.ErrInvalidProducerEpoch):
