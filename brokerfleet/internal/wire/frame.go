@@ -38,15 +38,37 @@ func ReadFrame(r io.Reader, limit int32) ([]byte, error) {
 // those are read into buf if it is large enough, else into one buffer of
 // their exact size, with nothing grown or copied.
 func ReadFrameInto(r io.Reader, limit int32, buf []byte, eager int) ([]byte, error) {
-	var sz [4]byte
-	if _, err := io.ReadFull(r, sz[:]); err != nil {
+	size, err := ReadSize(r, limit)
+	if err != nil {
 		return nil, err
 	}
+	return readBody(r, size, buf, eager)
+}
+
+// ReadSize reads a frame's size prefix, checked against limit (a negative
+// size or one above limit is ErrFrameTooLarge). ReadBody reads the rest.
+func ReadSize(r io.Reader, limit int32) (int, error) {
+	var sz [4]byte
+	if _, err := io.ReadFull(r, sz[:]); err != nil {
+		return 0, err
+	}
+	return CheckSize(sz, limit)
+}
+
+// CheckSize decodes and checks a size prefix read by the caller.
+func CheckSize(sz [4]byte, limit int32) (int, error) {
 	n := int32(binary.BigEndian.Uint32(sz[:]))
 	if n < 0 || n > limit {
-		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrFrameTooLarge, n, limit)
+		return 0, fmt.Errorf("%w: %d bytes, the limit is %d", ErrFrameTooLarge, n, limit)
 	}
-	size := int(n)
+	return int(n), nil
+}
+
+// ReadBody reads a frame of size bytes whose size prefix was read; its
+// buffer grows only as bytes arrive, as ReadFrame's does.
+func ReadBody(r io.Reader, size int) ([]byte, error) { return readBody(r, size, nil, 0) }
+
+func readBody(r io.Reader, size int, buf []byte, eager int) ([]byte, error) {
 	switch {
 	case size <= cap(buf):
 		buf = buf[:size]
