@@ -97,11 +97,13 @@ func filter[T any](s *[]T, ok func(*T) bool) (denied []T) {
 // initSecurity sets up what Config.Security asks for.
 func (b *Broker) initSecurity(ctx context.Context) {
 	b.secured = b.cfg.Security.Enabled()
+	ib := b.cfg.Security.InterBroker()
+	b.replicaAuth = len(ib.SASLMechanisms) > 0 || (ib.TLS != nil && ib.TLS.ClientAuth == tls.RequireAndVerifyClientCert)
 	if !b.cfg.Security.Authorizer {
 		return
 	}
 	b.authz = security.NewACLs(b.cfg.Security.SuperUsers)
-	if ib := b.cfg.Security.InterBroker(); len(ib.SASLMechanisms) == 0 && (ib.TLS == nil || ib.TLS.ClientAuth < tls.VerifyClientCertIfGiven) && !b.authz.IsSuper(security.AnonymousUser) {
+	if len(ib.SASLMechanisms) == 0 && (ib.TLS == nil || ib.TLS.ClientAuth < tls.VerifyClientCertIfGiven) && !b.authz.IsSuper(security.AnonymousUser) {
 		b.log.Warn("acls are on but followers reach leaders as User:ANONYMOUS (the inter-broker listener has neither SASL nor client certificates): grant it CLUSTER_ACTION or replication is refused",
 			"listener", ib.Name)
 	}

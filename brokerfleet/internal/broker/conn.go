@@ -6,6 +6,9 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stratamq/strata/brokerfleet/internal/security"
@@ -16,7 +19,8 @@ import (
 )
 
 // pendingDepth bounds the requests decoded ahead of their responses on one
-// connection; a full queue stops the reader, pushing back on the client.
+// connection (their bytes are bounded too: at most MaxRequestBytes per
+// connection); a full queue stops the reader, pushing back on the client.
 const pendingDepth = 32
 
 // pending is a response slot, written in request order.
@@ -30,6 +34,7 @@ type pending struct {
 	key   int16        // the request's API key, for metrics
 	req   kmsg.Request // the request (nil if it could not be parsed)
 	start time.Time    // when its frame was read
+	held  reservation  // the request's bytes, until the writer is done with it
 }
 
 // clientConn is what handlers know about the connection.
@@ -40,22 +45,43 @@ type clientConn struct {
 	sec      *security.Session // nil when security is off
 }
 
+// Buffers of idle connections go back to pools: a connection holds a read
+// buffer only while bytes are buffered, and a write buffer only while
+// responses are being written, so 10,000 idle connections cost their
+// goroutines and sockets, not 128 KiB each.
+var (
+	readBufs  = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10) }}
+	writeBufs = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 64<<10) }}
+	frameBufs = sync.Pool{New: func() any { return new([]byte) }}
+)
+
+// errIdle closes a connection idle for connections.max.idle.ms.
+var errIdle = errors.New("idle for connections.max.idle.ms")
+
 func (b *Broker) serveConn(nc net.Conn) {
 	var sec *security.Session
 	if b.secured {
 		nc, sec = b.cfg.Security.Accept(nc)
 	}
 	ctx, cancel := context.WithCancel(b.ctx)
-	defer cancel()
-	queue := make(chan pending, pendingDepth)
+	queue := make(chan *pending, pendingDepth)
+	var inflight atomic.Int32 // requests read and not yet answered
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
-		b.writeResponses(nc, queue, cancel)
+		b.writeResponses(nc, queue, cancel, &inflight)
 	}()
+	closing := false // the broker decided to close after answering
 	defer func() {
+		if !closing {
+			// The client went away (or sent something that closes the
+			// connection): what is parked for it (a Fetch long poll,
+			// acks=all, a rebalance) ends now, not at its timeout.
+			cancel()
+		}
 		close(queue)
 		<-writerDone
+		cancel()
 		nc.Close()
 	}()
 
@@ -63,9 +89,35 @@ func (b *Broker) serveConn(nc net.Conn) {
 	if sec != nil && !sec.Start(ctx, nc, b.log) {
 		return
 	}
-	br := bufio.NewReaderSize(nc, 64<<10)
+	fr := &frameReader{nc: nc, idle: b.cfg.ConnectionsMaxIdle, busy: func() bool { return inflight.Load() > 0 }, cancel: cancel}
+	defer fr.release()
+	connBudget := newByteBudget(int64(b.cfg.MaxRequestBytes))
+	push := func(p *pending) bool {
+		inflight.Add(1)
+		select {
+		case queue <- p:
+			return true
+		default:
+		}
+		// A full queue: wait for the writer, watching for the client
+		// going away meanwhile.
+		err := fr.watch(func() error {
+			select {
+			case queue <- p:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		if err != nil {
+			inflight.Add(-1)
+			p.held.release()
+			return false
+		}
+		return true
+	}
 	for {
-		frame, err := wire.ReadFrame(br, cc.sec.FrameLimit(b.cfg.MaxRequestBytes))
+		frame, held, err := fr.next(ctx, cc.sec.FrameLimit(b.cfg.MaxRequestBytes), connBudget, b.budget)
 		start := b.clock.Now()
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
@@ -75,23 +127,24 @@ func (b *Broker) serveConn(nc net.Conn) {
 		}
 		if cc.sec.RawTokens() {
 			p := rawSASLToken(b, cc, frame, start)
-			select {
-			case queue <- p:
-			case <-ctx.Done():
+			p.held = held
+			if !push(&p) {
 				return
 			}
 			if p.last {
+				closing = true
 				return
 			}
 			continue
 		}
 		hdr, req, err := wire.ParseRequest(frame, supportedVersions)
 		if err != nil {
+			held.release()
 			b.log.Debug("closing connection on malformed request", "remote", cc.remote, "err", err)
 			return
 		}
 		cc.clientID = hdr.ClientID
-		p := pending{corr: hdr.CorrelationID, key: hdr.Key, req: req, start: start}
+		p := &pending{corr: hdr.CorrelationID, key: hdr.Key, req: req, start: start, held: held}
 		b.metrics.Received(hdr.Key)
 		switch {
 		case req == nil && hdr.Key == 18:
@@ -105,17 +158,22 @@ func (b *Broker) serveConn(nc net.Conn) {
 			p.raw = wire.AppendUnsupported(nil, hdr.CorrelationID)
 			p.last = true
 		default:
-			if !b.dispatch(cc, req, &p) {
+			answered := b.dispatch(cc, req, p)
+			if !answered || hdr.Key == 0 {
+				// Produce appended its batches (or refused them) and
+				// keeps none of the frame while acks=all waits.
+				p.held.release()
+			}
+			if !answered {
 				b.metrics.Responded(p.key, req, nil, clock.Since(b.clock, start))
 				continue // acks=0 produce: no response
 			}
 		}
-		select {
-		case queue <- p:
-		case <-ctx.Done():
+		if !push(p) {
 			return
 		}
 		if p.last {
+			closing = true
 			return
 		}
 	}
@@ -175,20 +233,161 @@ func amend(p *pending, fix func(kmsg.Response)) {
 	}
 }
 
+// frameReader reads a connection's request frames. Its read buffer comes
+// from a pool while bytes are buffered, and each frame's bytes are taken
+// from the connection's and the broker's budgets before they are read.
+type frameReader struct {
+	nc     net.Conn
+	br     *bufio.Reader // nil while nothing is buffered
+	idle   time.Duration // connections.max.idle.ms; 0: none
+	busy   func() bool   // requests are being answered: not idle
+	cancel func()        // the connection's: called when the client goes away
+}
+
+// next reads the next frame (at most limit bytes) with its reservation.
+func (r *frameReader) next(ctx context.Context, limit int32, conn, peer *byteBudget) ([]byte, reservation, error) {
+	var sz [4]byte
+	if r.br != nil && r.br.Buffered() == 0 {
+		r.release()
+	}
+	r.arm()
+	if r.br != nil {
+		if _, err := io.ReadFull(r.br, sz[:]); err != nil {
+			return nil, reservation{}, err
+		}
+	} else {
+		for {
+			n, err := io.ReadFull(r.nc, sz[:])
+			if err == nil {
+				break
+			}
+			if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+				if r.busy() {
+					r.arm() // answering what it asked: not idle
+					continue
+				}
+				return nil, reservation{}, errIdle
+			}
+			return nil, reservation{}, err
+		}
+	}
+	size, err := wire.CheckSize(sz, limit)
+	if err != nil {
+		return nil, reservation{}, err
+	}
+	// Back-pressure: the frame is read only once its bytes may be held,
+	// first of the connection's share (its pipelined requests together
+	// hold at most max-request-bytes), then of the broker's.
+	n := int64(size)
+	if !conn.try(n, true) {
+		if err := r.watch(func() error { return conn.acquire(ctx, n, true) }); err != nil {
+			return nil, reservation{}, err
+		}
+	}
+	if !peer.try(n, false) {
+		if err := r.watch(func() error { return peer.acquire(ctx, n, false) }); err != nil {
+			conn.release(n)
+			return nil, reservation{}, err
+		}
+	}
+	held := reservation{n: n, conn: conn, peer: peer}
+	r.arm()
+	frame, err := wire.ReadBody(r.buf(), size)
+	if err != nil {
+		held.release()
+		return nil, reservation{}, err
+	}
+	return frame, held, nil
+}
+
+// arm sets the read deadline of the idle timeout.
+func (r *frameReader) arm() {
+	if r.idle > 0 {
+		_ = r.nc.SetReadDeadline(time.Now().Add(r.idle)) // socket deadlines are the kernel's
+	}
+}
+
+// buf returns the read buffer, taking one from the pool.
+func (r *frameReader) buf() *bufio.Reader {
+	if r.br == nil {
+		r.br = readBufs.Get().(*bufio.Reader)
+		r.br.Reset(r.nc)
+	}
+	return r.br
+}
+
+// release returns the read buffer to the pool.
+func (r *frameReader) release() {
+	if r.br != nil {
+		r.br.Reset(nil)
+		readBufs.Put(r.br)
+		r.br = nil
+	}
+}
+
+// watch runs block, which waits for something other than the socket
+// (room in the response queue, budget), while reading ahead from the
+// socket: a client that goes away meanwhile is noticed at once (the
+// connection is cancelled, which ends block and what the writer waits
+// on) rather than when its parked requests time out.
+func (r *frameReader) watch(block func() error) error {
+	done := make(chan error, 1)
+	br := r.buf()
+	_ = r.nc.SetReadDeadline(time.Time{})
+	go func() {
+		_, err := br.Peek(1)
+		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			r.cancel()
+		}
+		done <- err
+	}()
+	err := block()
+	_ = r.nc.SetReadDeadline(time.Unix(1, 0)) // interrupt the peek
+	perr := <-done
+	_ = r.nc.SetReadDeadline(time.Time{})
+	if err == nil && perr != nil && !errors.Is(perr, os.ErrDeadlineExceeded) {
+		err = perr
+	}
+	return err
+}
+
 // writeResponses encodes responses in request order. It batches writes
 // while more responses are ready.
-func (b *Broker) writeResponses(nc net.Conn, queue <-chan pending, cancel context.CancelFunc) {
-	bw := bufio.NewWriterSize(nc, 64<<10)
-	var buf []byte
+func (b *Broker) writeResponses(nc net.Conn, queue <-chan *pending, cancel context.CancelFunc, inflight *atomic.Int32) {
+	var bw *bufio.Writer
+	var bufp *[]byte
+	idle := func() {
+		if bw != nil {
+			bw.Reset(nil)
+			writeBufs.Put(bw)
+			bw = nil
+		}
+		if bufp != nil {
+			if cap(*bufp) > 4<<20 {
+				*bufp = nil // do not pin a large fetch's buffer
+			}
+			frameBufs.Put(bufp)
+			bufp = nil
+		}
+	}
+	defer idle()
 	failed := false
 	for p := range queue {
 		if failed {
+			p.held.release()
+			inflight.Add(-1)
 			continue // drain so the reader never blocks
 		}
 		resp := p.resp
 		if p.wait != nil {
 			resp = p.wait()
 		}
+		if bw == nil {
+			bw = writeBufs.Get().(*bufio.Writer)
+			bw.Reset(nc)
+			bufp = frameBufs.Get().(*[]byte)
+		}
+		buf := *bufp
 		var err error
 		fr, isFetch := resp.(*kmsg.FetchResponse)
 		var pieces net.Buffers
@@ -212,17 +411,20 @@ func (b *Broker) writeResponses(nc net.Conn, queue <-chan pending, cancel contex
 				err = bw.Flush()
 			}
 		}
+		*bufp = buf[:0]
+		p.held.release()
 		if p.raw != nil {
 			resp = nil
 		}
 		b.metrics.Responded(p.key, p.req, resp, clock.Since(b.clock, p.start))
+		inflight.Add(-1)
 		if err != nil || p.last {
 			failed = true
 			cancel()
 			nc.Close()
 		}
-		if cap(buf) > 4<<20 {
-			buf = nil // do not pin a large fetch's buffer
+		if len(queue) == 0 {
+			idle()
 		}
 	}
 }

@@ -62,7 +62,7 @@ func errorCode(err error) int16 {
 		return kerr.OutOfOrderSequenceNumber.Code
 	case errors.Is(err, partition.ErrInvalidProducerEpoch):
 		return kerr.InvalidProducerEpoch.Code
-	case errors.Is(err, partition.ErrClosed), errors.Is(err, segment.ErrClosed):
+	case errors.Is(err, partition.ErrClosed), errors.Is(err, segment.ErrClosed), errors.Is(err, partition.ErrNotReplica):
 		return kerr.NotLeaderForPartition.Code
 	case errors.Is(err, fetchsession.ErrNotFound):
 		return kerr.FetchSessionIDNotFound.Code
