@@ -300,7 +300,7 @@ func (r *fetchRead) readPartition(s *catalog.Snapshot, fp *fetchsession.Part, to
 			case b.tier != nil && fp.FetchOffset >= p.LogStartOffset():
 				// Below the local log: the tier has it.
 				if ts := s.Topic(fp.Topic); ts != nil {
-					ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+					ctx, cancel := context.WithTimeout(r.cc.ctx, 30*time.Second) // ends with the connection
 					data, err = b.tier.Read(ctx, ts.Meta.ID, fp.Partition, fp.FetchOffset, max(limit, 1))
 					cancel()
 				}

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"math"
 	"net"
+	"net/http/httptest"
 	"runtime"
 	"strconv"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/stratamq/strata/brokerfleet/internal/broker"
 	"github.com/stratamq/strata/brokerfleet/internal/brokertest"
@@ -143,6 +145,16 @@ func TestDisconnectEndsParkedRequests(t *testing.T) {
 		require.NoError(t, err)
 		conns = append(conns, c)
 	}
+	// And one connection with 40 long polls pipelined: its reader waits
+	// for room in the response queue (32), not on the socket.
+	piped := rawConn(t, b.Addr)
+	for i := range 40 {
+		req := fetchReq("parked", []int32{0}, 0, 30_000, 1, 1<<20, 1<<20)
+		req.Version = 11
+		_, err := piped.Write(frame(1, 11, int32(i), req.AppendTo(nil)))
+		require.NoError(t, err)
+	}
+	conns = append(conns, piped)
 	time.Sleep(500 * time.Millisecond)
 	parked := runtime.NumGoroutine()
 	require.GreaterOrEqual(t, parked, before+2*n, "each parked connection holds its reader and writer")
@@ -152,7 +164,7 @@ func TestDisconnectEndsParkedRequests(t *testing.T) {
 	}
 	waitFor(t, "the parked requests to end", func() bool { return runtime.NumGoroutine() <= before+5 })
 	t.Logf("goroutines: %d before, %d with %d parked connections, back to %d in %v (the fetches wait up to 30 s, the join a minute)",
-		before, parked, n, runtime.NumGoroutine(), time.Since(start))
+		before, parked, n+1, runtime.NumGoroutine(), time.Since(start))
 	require.Less(t, time.Since(start), 5*time.Second)
 }
 
@@ -363,15 +375,12 @@ func TestReplicaFetchNeedsAnAuthenticatedConnection(t *testing.T) {
 	require.Equal(t, 1, batchCount(t, resp.Topics[0].Partitions[0].RecordBatches))
 }
 
-// zstdBomb is a RecordBatch of one record claiming a 1 GiB value, zstd
-// compressed into about size bytes that inflate to 32 GiB per MiB (RLE
-// blocks of zeros).
-func zstdBomb(size int, now int64) []byte {
-	var rec []byte
-	rec = append(rec, 0, 0, 0) // attributes, timestamp and offset deltas
-	rec = binary.AppendVarint(rec, -1)
-	rec = binary.AppendVarint(rec, 1<<30)
-	rec = append(binary.AppendVarint(nil, 1<<30+16), rec...)
+// zstdBomb is a RecordBatch of zstd records of a 1 MiB value each, about
+// 50 bytes per record (each record's fields and the schema registry header
+// naming schemaID in a raw block, then RLE blocks of zeros for the rest of
+// its value): about size bytes that inflate to 20 GiB per MiB. Its records
+// are stamped now, its batch now+1000.
+func zstdBomb(size int, now int64, schemaID int) []byte {
 	z := binary.LittleEndian.AppendUint32(nil, 0xFD2FB528)
 	z = append(z, 0x00, 7<<3) // no content size; a 128 KiB window
 	block := func(typ, n uint32, last bool) {
@@ -381,21 +390,33 @@ func zstdBomb(size int, now int64) []byte {
 		}
 		z = append(z, byte(h), byte(h>>8), byte(h>>16))
 	}
-	block(0, uint32(len(rec)), false)
-	z = append(z, rec...)
-	for len(z) < size {
-		block(1, 128<<10, len(z)+8 >= size)
-		z = append(z, 0)
+	const value = 1<<20 + 4 // the header, then zeros (and a zero: no headers)
+	n := 0
+	for len(z)+60 < size {
+		var fields []byte
+		fields = append(fields, 0, 0) // attributes, timestamp delta
+		fields = binary.AppendVarint(fields, int64(n))
+		fields = binary.AppendVarint(fields, -1) // null key
+		fields = binary.AppendVarint(fields, value)
+		fields = binary.BigEndian.AppendUint32(append(fields, 0), uint32(schemaID))
+		rec := append(binary.AppendVarint(nil, int64(len(fields)-5+value+1)), fields...)
+		block(0, uint32(len(rec)), false)
+		z = append(z, rec...)
+		for j := range 8 {
+			block(1, 128<<10, len(z)+60+60 >= size && j == 7)
+			z = append(z, 0)
+		}
+		n++
 	}
-	rb := kmsg.RecordBatch{Magic: 2, Attributes: 4, FirstTimestamp: now, MaxTimestamp: now + 1000,
-		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: 1, Records: z}
+	rb := kmsg.RecordBatch{Magic: 2, Attributes: 4, FirstTimestamp: now, MaxTimestamp: now + 1000, LastOffsetDelta: int32(n - 1),
+		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: int32(n), Records: z}
 	raw := rb.AppendTo(nil)
 	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
 	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
 	return raw
 }
 
-// TestDecompressionBombs: a 1 MiB zstd batch inflating to 32 GiB is
+// TestDecompressionBombs: a 1 MiB zstd batch inflating to 20 GiB is
 // refused with INVALID_RECORD on a schema-validated topic; stored in a
 // topic without validation, ListOffsets by time over it answers
 // INVALID_RECORD too; neither allocates more than a few MiB.
@@ -406,7 +427,7 @@ func TestDecompressionBombs(t *testing.T) {
 	brokertest.CreateTopic(t, b.Addr, "plain", 1, nil)
 	cl := brokertest.Client(t, b.Addr)
 	now := time.Now().UnixMilli()
-	bomb := zstdBomb(1<<20-100, now) // just under max.message.bytes
+	bomb := zstdBomb(1<<20-100, now, registerSchema(t, b, "validated-value")) // just under max.message.bytes
 	var got kmsg.ProduceResponseTopicPartition
 	alloc := allocatedBy(func() { got = produceRaw(t, cl, "validated", bomb) })
 	require.Equal(t, kerr.InvalidRecord.Code, got.ErrorCode, "%v", kerr.ErrorForCode(got.ErrorCode))
@@ -425,6 +446,17 @@ func TestDecompressionBombs(t *testing.T) {
 	code := lr.Topics[0].Partitions[0].ErrorCode
 	require.Equal(t, kerr.InvalidRecord.Code, code, "%v", kerr.ErrorForCode(code))
 	require.Less(t, alloc, uint64(24<<20), "%d bytes", alloc)
+}
+
+// registerSchema registers a string schema under subject and returns its id.
+func registerSchema(t *testing.T, b *brokertest.Broker, subject string) int {
+	reg := httptest.NewServer(b.Registry())
+	t.Cleanup(reg.Close)
+	src, err := sr.NewClient(sr.URLs(reg.URL))
+	require.NoError(t, err)
+	s, err := src.CreateSchema(context.Background(), subject, sr.Schema{Schema: `"string"`})
+	require.NoError(t, err)
+	return s.ID
 }
 
 func allocatedBy(fn func()) uint64 {

@@ -2,8 +2,10 @@ package broker
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -48,9 +50,10 @@ type clientConn struct {
 // Buffers of idle connections go back to pools: a connection holds a read
 // buffer only while bytes are buffered, and a write buffer only while
 // responses are being written, so 10,000 idle connections cost their
-// goroutines and sockets, not 128 KiB each.
+// goroutines, sockets and 512 bytes each, not 128 KiB. (Frames larger
+// than the read buffer are read past it, straight into their own.)
 var (
-	readBufs  = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10) }}
+	readBufs  = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 16<<10) }}
 	writeBufs = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 64<<10) }}
 	frameBufs = sync.Pool{New: func() any { return new([]byte) }}
 )
@@ -127,6 +130,7 @@ func (b *Broker) serveConn(nc net.Conn) {
 		}
 		if cc.sec.RawTokens() {
 			p := rawSASLToken(b, cc, frame, start)
+			held.releasePeer()
 			p.held = held
 			if !push(&p) {
 				return
@@ -148,6 +152,7 @@ func (b *Broker) serveConn(nc net.Conn) {
 		b.metrics.Received(hdr.Key)
 		switch {
 		case req == nil && hdr.Key == 18:
+			p.held.releasePeer()
 			// KIP-511: answer an ApiVersions we cannot parse with v0,
 			// UNSUPPORTED_VERSION and our ranges, so the client retries.
 			resp := kmsg.NewPtrApiVersionsResponse()
@@ -155,10 +160,12 @@ func (b *Broker) serveConn(nc net.Conn) {
 			resp.ApiKeys = apiVersions()
 			p.resp = resp
 		case req == nil:
+			p.held.releasePeer()
 			p.raw = wire.AppendUnsupported(nil, hdr.CorrelationID)
 			p.last = true
 		default:
 			answered := b.dispatch(cc, req, p)
+			p.held.releasePeer() // handled: what waits is the connection's share
 			if !answered || hdr.Key == 0 {
 				// Produce appended its batches (or refused them) and
 				// keeps none of the frame while acks=all waits.
@@ -239,6 +246,7 @@ func amend(p *pending, fix func(kmsg.Response)) {
 type frameReader struct {
 	nc     net.Conn
 	br     *bufio.Reader // nil while nothing is buffered
+	small  [512]byte     // what an idle connection reads into
 	idle   time.Duration // connections.max.idle.ms; 0: none
 	busy   func() bool   // requests are being answered: not idle
 	cancel func()        // the connection's: called when the client goes away
@@ -251,48 +259,73 @@ func (r *frameReader) next(ctx context.Context, limit int32, conn, peer *byteBud
 		r.release()
 	}
 	r.arm()
-	if r.br != nil {
-		if _, err := io.ReadFull(r.br, sz[:]); err != nil {
-			return nil, reservation{}, err
-		}
-	} else {
-		for {
-			n, err := io.ReadFull(r.nc, sz[:])
-			if err == nil {
-				break
-			}
-			if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
-				if r.busy() {
-					r.arm() // answering what it asked: not idle
-					continue
-				}
+	if r.br == nil {
+		// Idle: wait for the next bytes, at least a size prefix, with only
+		// the connection's small buffer; then take a read buffer for them
+		// and what follows.
+		have := 0
+		for have < len(sz) {
+			n, err := r.nc.Read(r.small[have:])
+			have += n
+			switch {
+			case err == nil:
+			case have == 0 && errors.Is(err, os.ErrDeadlineExceeded) && r.busy():
+				r.arm() // answering what it asked: not idle
+			case have == 0 && errors.Is(err, os.ErrDeadlineExceeded):
 				return nil, reservation{}, errIdle
+			default:
+				return nil, reservation{}, err
 			}
-			return nil, reservation{}, err
 		}
+		r.br = readBufs.Get().(*bufio.Reader)
+		r.br.Reset(io.MultiReader(bytes.NewReader(r.small[:have]), r.nc))
+	}
+	if _, err := io.ReadFull(r.br, sz[:]); err != nil {
+		return nil, reservation{}, err
 	}
 	size, err := wire.CheckSize(sz, limit)
 	if err != nil {
 		return nil, reservation{}, err
 	}
-	// Back-pressure: the frame is read only once its bytes may be held,
-	// first of the connection's share (its pipelined requests together
-	// hold at most max-request-bytes), then of the broker's.
+	// Back-pressure: the connection's share first (its pipelined requests
+	// together hold at most max-request-bytes: it waits for its own
+	// answers), then the broker's, step by step as the frame's buffer
+	// grows with the bytes that arrive, so a size prefix alone holds at
+	// most the first 64 KiB (and only for frameTimeout).
+	held := reservation{conn: conn, peer: peer}
 	n := int64(size)
 	if !conn.try(n, true) {
 		if err := r.watch(func() error { return conn.acquire(ctx, n, true) }); err != nil {
 			return nil, reservation{}, err
 		}
 	}
-	if !peer.try(n, false) {
-		if err := r.watch(func() error { return peer.acquire(ctx, n, false) }); err != nil {
-			conn.release(n)
-			return nil, reservation{}, err
+	held.connN = n
+	first := true
+	grow := func(step int) error {
+		d := int64(step)
+		if !peer.try(d, false) {
+			var err error
+			if first {
+				// Nothing of the frame is held yet: wait as long as it
+				// takes, watching for the client going away.
+				err = r.watch(func() error { return peer.acquire(ctx, d, false) })
+			} else {
+				// Part of the frame is held: waiting for more must not
+				// hold it forever (the others may be waiting too).
+				wctx, cancel := context.WithTimeout(ctx, frameTimeout)
+				err = peer.acquire(wctx, d, false)
+				cancel()
+			}
+			if err != nil {
+				return fmt.Errorf("queued.max.request.bytes: %w", err)
+			}
 		}
+		first = false
+		held.peerN += d
+		r.armFrame()
+		return nil
 	}
-	held := reservation{n: n, conn: conn, peer: peer}
-	r.arm()
-	frame, err := wire.ReadBody(r.buf(), size)
+	frame, err := wire.ReadBody(r.buf(), size, grow)
 	if err != nil {
 		held.release()
 		return nil, reservation{}, err
@@ -300,11 +333,22 @@ func (r *frameReader) next(ctx context.Context, limit int32, conn, peer *byteBud
 	return frame, held, nil
 }
 
-// arm sets the read deadline of the idle timeout.
+// frameTimeout bounds the wait for each step of a frame's body (its
+// first 64 KiB, then each eightfold growth) once its size prefix arrived.
+const frameTimeout = 30 * time.Second
+
+// armFrame sets the read deadline of a frame's next bytes.
+func (r *frameReader) armFrame() {
+	_ = r.nc.SetReadDeadline(time.Now().Add(frameTimeout)) // socket deadlines are the kernel's
+}
+
+// arm sets the read deadline of the idle timeout (none without one).
 func (r *frameReader) arm() {
+	var at time.Time
 	if r.idle > 0 {
-		_ = r.nc.SetReadDeadline(time.Now().Add(r.idle)) // socket deadlines are the kernel's
+		at = time.Now().Add(r.idle) // socket deadlines are the kernel's
 	}
+	_ = r.nc.SetReadDeadline(at)
 }
 
 // buf returns the read buffer, taking one from the pool.

@@ -147,21 +147,35 @@ func (b *byteBudget) held() int64 {
 	return b.used
 }
 
-// reservation is the request bytes one request holds: of its connection's
-// budget and of the broker's. Released once, by whoever finishes with the
-// request's frame first (the writer, or Produce right after its append).
+// reservation is what one request holds of the byte budgets: of its
+// connection's (its whole frame, until the writer is done with it, so a
+// connection's queued and parked requests hold at most max-request-bytes)
+// and of the broker's (what its frame buffer has grown to, until its
+// handler's synchronous part ran, as Kafka's queued.max.request.bytes
+// counts requests read and not yet handled).
 type reservation struct {
-	n          int64
-	conn, peer *byteBudget
+	conn, peer   *byteBudget
+	connN, peerN int64
 }
 
+// releasePeer returns the broker's share.
+func (r *reservation) releasePeer() {
+	if r != nil && r.peerN != 0 {
+		r.peer.release(r.peerN)
+		r.peerN = 0
+	}
+}
+
+// release returns both shares.
 func (r *reservation) release() {
-	if r == nil || r.n == 0 {
+	if r == nil {
 		return
 	}
-	r.peer.release(r.n)
-	r.conn.release(r.n)
-	r.n = 0
+	r.releasePeer()
+	if r.connN != 0 {
+		r.conn.release(r.connN)
+		r.connN = 0
+	}
 }
 
 // acceptBackoff is how long an accept loop waits after its n-th error in a

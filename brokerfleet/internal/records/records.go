@@ -88,14 +88,14 @@ func Each(batch []byte, h segment.Header, limit int64, fields Fields, fn func(*R
 		return fmt.Errorf("batch at %d: %w", h.BaseOffset, err)
 	}
 	defer release()
-	if err := each(in, h.NumRecords, fields, fn); err != nil {
+	if err := each(in, h.NumRecords, limit, fields, fn); err != nil {
 		return fmt.Errorf("batch at %d: %w", h.BaseOffset, err)
 	}
 	return nil
 }
 
-// each parses count records from in.
-func each(in *bufio.Reader, count int32, fields Fields, fn func(*Record) bool) error {
+// each parses count records from in; none may be longer than limit.
+func each(in *bufio.Reader, count int32, limit int64, fields Fields, fn func(*Record) bool) error {
 	var rec Record
 	var prefix [ValuePrefix]byte
 	for i := int32(0); i < count; i++ {
@@ -106,6 +106,10 @@ func each(in *bufio.Reader, count int32, fields Fields, fn func(*Record) bool) e
 		}
 		if length <= 0 || length > 1<<31-1 {
 			return malformed(i, fmt.Sprintf("length %d", length), nil)
+		}
+		if length > limit {
+			// It cannot fit: refused before it is inflated.
+			return fmt.Errorf("record %d: length %d: %w", i, length, ErrTooLarge)
 		}
 		r := &recordReader{in: in, left: length}
 		if _, err := r.byte(); err != nil { // attributes

@@ -8,6 +8,7 @@ import (
 	"io"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/s2"
@@ -296,4 +297,57 @@ func FuzzEach(f *testing.F) {
 			}
 		}
 	})
+}
+
+// zstdRecordsBomb is n records of a 1 MiB value each, as zstd of about
+// 50 bytes per record: each record's fields in a raw block, then RLE
+// blocks of zeros for its value and (the last zero) its header count.
+func zstdRecordsBomb(n int) []byte {
+	z := binary.LittleEndian.AppendUint32(nil, 0xFD2FB528)
+	z = append(z, 0x00, 7<<3)
+	block := func(typ, size uint32, last bool) {
+		h := size<<3 | typ<<1
+		if last {
+			h |= 1
+		}
+		z = append(z, byte(h), byte(h>>8), byte(h>>16))
+	}
+	const value = 1<<20 - 1
+	for i := range n {
+		var fields []byte
+		fields = append(fields, 0, 0) // attributes, timestamp delta
+		fields = binary.AppendVarint(fields, int64(i))
+		fields = binary.AppendVarint(fields, -1) // null key
+		fields = binary.AppendVarint(fields, value)
+		rec := append(binary.AppendVarint(nil, int64(len(fields)+value+1)), fields...)
+		block(0, uint32(len(rec)), false)
+		z = append(z, rec...)
+		for j := range 8 {
+			block(1, 128<<10, i == n-1 && j == 7)
+			z = append(z, 0)
+		}
+	}
+	return z
+}
+
+// TestManyRecordsBomb: records each within the limit, 1,000 of them (1 GiB
+// from 50 KB): the stream stops once their sum passes the limit; a record
+// longer than the whole limit is refused before it is inflated.
+func TestManyRecordsBomb(t *testing.T) {
+	body := zstdRecordsBomb(1000)
+	b, h := batch(4, 1000, body)
+	n := 0
+	var err error
+	alloc := allocated(func() {
+		err = Each(b, h, 16<<20, Values, func(*Record) bool { n++; return true })
+	})
+	require.ErrorIs(t, err, ErrTooLarge)
+	require.Equal(t, 15, n, "16 MiB hold 15 whole records of 1 MiB")
+	require.Less(t, alloc, uint64(2<<20))
+	t.Logf("%d-byte batch of 1,000 records of 1 MiB: %d records read, %d KiB allocated", len(b), n, alloc>>10)
+
+	b, h = batch(4, 1, zstdBomb(bombPrefix(), 1<<20))
+	start := time.Now()
+	require.ErrorIs(t, Each(b, h, 16<<20, Offsets, func(*Record) bool { return true }), ErrTooLarge)
+	require.Less(t, time.Since(start), time.Second, "the 1 GiB record is refused by its length")
 }
