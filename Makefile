@@ -9,12 +9,15 @@ build:
 	$(GO) build ./...
 
 # Unit, in-process and client tests, then the chaos checker's own tests
-# (synthetic histories, build tag chaos, no cluster: milliseconds). Suites
+# (synthetic histories, build tag chaos, no cluster: milliseconds), and the
+# hostile-clients test again without -race, whose shadow memory would
+# otherwise hide the resident-size bound it checks. Suites
 # whose outside tool is missing skip locally; .ci/run sets
 # STRATA_REQUIRE_ALL=1 so they fail instead (pkg/testenv).
 test:
 	$(GO) test -race -count=1 -timeout 25m ./...
 	$(GO) test -race -count=1 -tags chaos -run '^(TestCheck|TestHistory)' ./e2e/chaos/
+	$(GO) test -count=1 -run '^TestHostileClients$$' ./brokerfleet/internal/broker/
 
 # The CDK app (its own module, so the broker's tests never compile CDK):
 # template assertions, the IAM check and a real offline `cdk synth` (needs

@@ -100,11 +100,13 @@ func (b *Broker) initSecurity(ctx context.Context) {
 	b.auth = security.NewAuthenticator(security.AuthOptions{
 		Credentials: b.meta, FakeKey: fakeCredentialKey(ctx, b), FailureLimit: b.cfg.Security.AuthFailureLimit, Clock: b.clock,
 	})
+	ib := b.cfg.Security.InterBroker()
+	b.replicaAuth = len(ib.SASLMechanisms) > 0 || (ib.TLS != nil && ib.TLS.ClientAuth == tls.RequireAndVerifyClientCert)
 	if !b.cfg.Security.Authorizer {
 		return
 	}
 	b.authz = security.NewACLs(b.cfg.Security.SuperUsers)
-	if ib := b.cfg.Security.InterBroker(); len(ib.SASLMechanisms) == 0 && (ib.TLS == nil || ib.TLS.ClientAuth < tls.VerifyClientCertIfGiven) && !b.authz.IsSuper(security.AnonymousUser) {
+	if len(ib.SASLMechanisms) == 0 && (ib.TLS == nil || ib.TLS.ClientAuth < tls.VerifyClientCertIfGiven) && !b.authz.IsSuper(security.AnonymousUser) {
 		b.log.Warn("acls are on but followers reach leaders as User:ANONYMOUS (the inter-broker listener has neither SASL nor client certificates): grant it CLUSTER_ACTION or replication is refused",
 			"listener", ib.Name)
 	}
