@@ -26,8 +26,11 @@ infra-test:
 	cd infra && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
 
 # The order pipeline (e2e/orders) against a fresh `brokerfleet dev` in a
-# temporary directory, with a live summary. PostgreSQL: $$STRATA_POSTGRES_URL,
-# or a throwaway server from Debian's postgresql package. DEMOARGS go to
+# temporary directory, with a live summary, ending with billing's totals
+# (PostgreSQL) beside analytics' (read from ClickHouse). PostgreSQL:
+# $$STRATA_POSTGRES_URL, or a throwaway server from Debian's postgresql
+# package; ClickHouse: $$STRATA_CLICKHOUSE_URL, or a throwaway server from
+# Debian's clickhouse-server package (free ports). DEMOARGS go to
 # `orders demo` (e.g. -count 50000 -rate 5000). Needs ports 9092-9094, 8081
 # and 9644-9646 free.
 DEMOARGS ?=
