@@ -91,8 +91,9 @@ func (p *Partition) MaxTimestamp() (offset, ts int64, ok bool, err error) {
 // eachRecordTimestamp calls fn with the offset and timestamp of each record
 // in batch until fn returns false.
 func eachRecordTimestamp(batch []byte, h segment.Header, fn func(off, ts int64) bool) error {
-	if h.LogAppendTime() {
-		// Every record carries the batch's append time.
+	if h.LogAppendTime() && int64(h.NumRecords) == int64(h.LastOffsetDelta)+1 {
+		// Every record carries the batch's append time (and every offset
+		// has a record: the cleaner removed none).
 		for i := int64(0); i <= int64(h.LastOffsetDelta); i++ {
 			if !fn(h.BaseOffset+i, h.MaxTimestamp) {
 				return nil
@@ -126,7 +127,11 @@ func eachRecordTimestamp(batch []byte, h segment.Header, fn func(off, ts int64) 
 		if n2 <= 0 {
 			return errBadRecord(h.BaseOffset)
 		}
-		if !fn(h.BaseOffset+offDelta, h.FirstTimestamp+tsDelta) {
+		ts := h.FirstTimestamp + tsDelta
+		if h.LogAppendTime() {
+			ts = h.MaxTimestamp
+		}
+		if !fn(h.BaseOffset+offDelta, ts) {
 			return nil
 		}
 	}

@@ -279,7 +279,7 @@ func (b *Builder) Build(dst []byte, hdr []byte, h segment.Header, horizon int64)
 	attrs := uint16(h.Attributes)
 	body := b.body
 	if b.n == 0 {
-		attrs &^= attrCompression
+		attrs &^= attrCompression | attrDeleteHorizon
 		binary.BigEndian.PutUint64(out[offFirstTimestamp:], uint64(h.MaxTimestamp))
 		body = nil
 	} else if codec := kgo.CompressionCodecType(h.Compression()); codec != kgo.CodecNone {
