@@ -265,8 +265,12 @@ func (tg *Manager) led(objectOnly bool) []ledPartition {
 	var out []ledPartition
 	for _, l := range tg.cat.Snapshot().Led(keep) {
 		cfg := l.Topic.Config
-		out = append(out, ledPartition{key: tierKey{l.Topic.Meta.ID, l.State.Partition}, name: l.Topic.Meta.Name, p: l.Part, epoch: l.State.LeaderEpoch,
-			cfg: partitionCfg{retention: cfg.Retention, retentionBytes: cfg.RetentionBytes, object: cfg.Durability == topic.DurabilityObject}})
+		pc := partitionCfg{retention: cfg.Retention, retentionBytes: cfg.RetentionBytes, object: cfg.Durability == topic.DurabilityObject}
+		if cfg.NoDelete {
+			// cleanup.policy=compact: nothing expires, in S3 either.
+			pc.retention, pc.retentionBytes = -1, -1
+		}
+		out = append(out, ledPartition{key: tierKey{l.Topic.Meta.ID, l.State.Partition}, name: l.Topic.Meta.Name, p: l.Part, epoch: l.State.LeaderEpoch, cfg: pc})
 	}
 	return out
 }

@@ -73,9 +73,11 @@ type Config struct {
 	// Confluent header with an id registered under <topic>-value.
 	SchemaValidation bool
 
-	// Compact and Delete are cleanup.policy: compaction keeps the latest
-	// record of every key (and needs keys), deletion applies retention.*.
-	Compact, Delete bool
+	// Compact and NoDelete are cleanup.policy: Compact when it holds
+	// "compact" (the cleaner keeps the latest record of every key, and
+	// records need keys), NoDelete when it lacks "delete" (retention.* do
+	// not apply). The zero value is "delete".
+	Compact, NoDelete bool
 	// MinCleanableRatio is the share of the log's bytes that must be dirty
 	// (not yet compacted) before the cleaner takes it on.
 	MinCleanableRatio float64
@@ -126,17 +128,19 @@ var defs = []Def{
 	{Name: CleanupPolicy, Kind: KindList, Default: "delete",
 		Doc: "\"delete\" removes old segments by retention.ms and retention.bytes; \"compact\" keeps the latest record of every key (records need keys); \"compact,delete\" does both.",
 		parse: func(v string, c *Config) error {
-			c.Compact, c.Delete = false, false
+			var del bool
+			c.Compact = false
 			for _, p := range strings.Split(v, ",") {
 				switch strings.TrimSpace(p) {
 				case PolicyDelete:
-					c.Delete = true
+					del = true
 				case PolicyCompact:
 					c.Compact = true
 				default:
 					return fmt.Errorf("%q is not a list of delete and compact", v)
 				}
 			}
+			c.NoDelete = !del
 			return nil
 		}},
 	{Name: DeleteRetentionMs, Kind: KindLong, Default: "86400000",

@@ -27,11 +27,11 @@ func valueCases() []valueCase {
 	i32p1 := fmt.Sprint(int64(math.MaxInt32) + 1)
 	return []valueCase{
 		// cleanup.policy
-		{key: topic.CleanupPolicy, value: "delete", check: func(t *testing.T, c topic.Config) { require.True(t, c.Delete && !c.Compact) }},
+		{key: topic.CleanupPolicy, value: "delete", check: func(t *testing.T, c topic.Config) { require.True(t, !c.NoDelete && !c.Compact) }},
 		{key: topic.CleanupPolicy, value: " delete "},
-		{key: topic.CleanupPolicy, value: "compact", check: func(t *testing.T, c topic.Config) { require.True(t, c.Compact && !c.Delete) }},
-		{key: topic.CleanupPolicy, value: "compact,delete", check: func(t *testing.T, c topic.Config) { require.True(t, c.Compact && c.Delete) }},
-		{key: topic.CleanupPolicy, value: "delete, compact", check: func(t *testing.T, c topic.Config) { require.True(t, c.Compact && c.Delete) }},
+		{key: topic.CleanupPolicy, value: "compact", check: func(t *testing.T, c topic.Config) { require.True(t, c.Compact && c.NoDelete) }},
+		{key: topic.CleanupPolicy, value: "compact,delete", check: func(t *testing.T, c topic.Config) { require.True(t, c.Compact && !c.NoDelete) }},
+		{key: topic.CleanupPolicy, value: "delete, compact", check: func(t *testing.T, c topic.Config) { require.True(t, c.Compact && !c.NoDelete) }},
 		{key: topic.CleanupPolicy, value: "Delete", wantErr: `not a list of delete and compact`},
 		{key: topic.CleanupPolicy, value: "", wantErr: `not a list of delete and compact`},
 		{key: topic.CleanupPolicy, value: "compact,", wantErr: `not a list of delete and compact`},
@@ -212,7 +212,6 @@ func builtinConfig() topic.Config {
 		MinInsyncReplicas:   1,
 		LogAppendTime:       false,
 		Durability:          topic.DurabilityReplicated,
-		Delete:              true,
 		MinCleanableRatio:   0.5,
 		MaxCompactionLag:    topic.MaxDuration,
 		DeleteRetention:     24 * time.Hour,
@@ -328,7 +327,6 @@ func TestResolve(t *testing.T) {
 				MinInsyncReplicas:   2,
 				LogAppendTime:       true,
 				Durability:          topic.DurabilityFsync,
-				Delete:              true,
 				MinCleanableRatio:   0.5,
 				MaxCompactionLag:    topic.MaxDuration,
 				DeleteRetention:     24 * time.Hour,
