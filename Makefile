@@ -9,12 +9,15 @@ build:
 	$(GO) build ./...
 
 # Unit, in-process and client tests, then the chaos checker's own tests
-# (synthetic histories, build tag chaos, no cluster: milliseconds). Suites
+# (synthetic histories, build tag chaos, no cluster: milliseconds), and the
+# hostile-clients test again without -race, whose shadow memory would
+# otherwise hide the resident-size bound it checks. Suites
 # whose outside tool is missing skip locally; .ci/run sets
 # STRATA_REQUIRE_ALL=1 so they fail instead (pkg/testenv).
 test:
 	$(GO) test -race -count=1 -timeout 25m ./...
 	$(GO) test -race -count=1 -tags chaos -run '^(TestCheck|TestHistory)' ./e2e/chaos/
+	$(GO) test -count=1 -run '^TestHostileClients$$' ./brokerfleet/internal/broker/
 
 # The CDK app (its own module, so the broker's tests never compile CDK):
 # template assertions, the IAM check and a real offline `cdk synth` (needs
@@ -81,8 +84,10 @@ lint:
 	$(GO) vet -tags chaos ./e2e/chaos/
 
 # The Lambda functions as linux/arm64 bootstrap binaries (provided.al2023),
-# what infra/ packages.
-LAMBDAS = trigger retryworker dlqconsole
+# what infra/ packages: the three Kafka functions, the custom resource that
+# issues the deployment's private CA and broker certificate, and the
+# example consumer of Lambda's own Kafka event source (-c esmExample=true).
+LAMBDAS = trigger retryworker dlqconsole certissuer esmexample
 lambdas:
 	@set -e; for f in $(LAMBDAS); do \
 	  echo "== functions/$$f/bootstrap"; \

@@ -17,7 +17,8 @@ type ecsTask struct {
 	AvailabilityZone string `json:"AvailabilityZone"`
 	Containers       []struct {
 		Networks []struct {
-			IPv4Addresses []string `json:"IPv4Addresses"`
+			IPv4Addresses  []string `json:"IPv4Addresses"`
+			PrivateDNSName string   `json:"PrivateDNSName"` // -advertise-private-dns
 		} `json:"Networks"`
 	} `json:"Containers"`
 }

@@ -62,6 +62,8 @@ func (f *httpFlags) registry(sec *security.Config, sf *securityFlags, log *slog.
 	if cert == "" && key == "" {
 		cert, key = sf.tlsCert, sf.tlsKey
 	}
+	// Or the broker's certificate given as PEM text (-tls-cert-pem).
+	pem := cert == "" && key == "" && sf.env.certPEM != ""
 	switch f.registryTLS {
 	case "off":
 		if rs.basic {
@@ -69,7 +71,7 @@ func (f *httpFlags) registry(sec *security.Config, sf *securityFlags, log *slog.
 		}
 		return rs, nil
 	case "auto":
-		if cert == "" && key == "" {
+		if cert == "" && key == "" && !pem {
 			if rs.basic {
 				return rs, errors.New("-registry-auth basic over plain HTTP would send passwords in the clear: give the registry a certificate (-registry-tls-cert and -registry-tls-key, or -tls-cert and -tls-key), or set -registry-tls off (behind a TLS-terminating proxy)")
 			}
@@ -78,6 +80,14 @@ func (f *httpFlags) registry(sec *security.Config, sf *securityFlags, log *slog.
 	case "on":
 	default:
 		return rs, fmt.Errorf("invalid value %q for flag -registry-tls: want auto, on or off", f.registryTLS)
+	}
+	if pem {
+		pair, err := sf.env.pemPair()
+		if err != nil {
+			return rs, fmt.Errorf("-registry-tls: %w", err)
+		}
+		rs.tls = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}}
+		return rs, nil
 	}
 	if cert == "" || key == "" {
 		return rs, errors.New("-registry-tls: the registry's HTTPS needs -registry-tls-cert and -registry-tls-key (or -tls-cert and -tls-key)")

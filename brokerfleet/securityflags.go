@@ -29,6 +29,10 @@ type securityFlags struct {
 	superUsers                       string
 	admin                            string
 	failureDelay                     time.Duration
+	env                              envSecurityFlags // securityenv.go
+	failureLimit                     int
+	maxReauth                        time.Duration
+	saslWithoutAuthorizer            bool
 }
 
 func (f *securityFlags) register(fs *flag.FlagSet) {
@@ -49,6 +53,10 @@ func (f *securityFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.superUsers, "super-users", "", "principals that bypass ACLs, as User:admin;User:broker")
 	fs.StringVar(&f.admin, "sasl-admin", "", "create this SCRAM user at start if it has no credentials, as name:password (prefer STRATA_SASL_ADMIN)")
 	fs.DurationVar(&f.failureDelay, "auth-failure-delay", time.Second, "how long a failed SASL authentication waits before it is answered and the connection closed")
+	f.env.register(fs)
+	fs.IntVar(&f.failureLimit, "auth-failure-limit", security.DefaultAuthFailureLimit, "failed SASL logins a client address (an IPv6 /64) may have in a burst, and per minute after it; further logins from it are refused until it has room")
+	fs.DurationVar(&f.maxReauth, "connections-max-reauth", 0, "connections.max.reauth.ms: how long a SASL login lasts before the client must re-authenticate on its connection (KIP-368), or be disconnected at its next request; 0: logins last as long as the connection")
+	fs.BoolVar(&f.saslWithoutAuthorizer, "allow-sasl-without-authorizer", false, "run SASL listeners without -authorizer, where every authenticated user may do everything except manage SCRAM credentials (-super-users only)")
 }
 
 // parseNamed parses NAME://host:port,... into names in order and addresses.
@@ -79,7 +87,8 @@ func parseNamed(flagName, s string) ([]string, map[string]string, error) {
 // address replaces *listen.
 func (f *securityFlags) apply(cfg *broker.Config, listen *string) error {
 	sec := &cfg.Security
-	sec.Authorizer, sec.AuthFailureDelay = f.authorizer, f.failureDelay
+	sec.Authorizer, sec.AuthFailureDelay, sec.AuthFailureLimit = f.authorizer, f.failureDelay, f.failureLimit
+	sec.MaxReauth, sec.AllowSASLWithoutAuthorizer = f.maxReauth, f.saslWithoutAuthorizer
 	for _, u := range strings.Split(f.superUsers, ";") {
 		if u = strings.TrimSpace(u); u != "" {
 			sec.SuperUsers = append(sec.SuperUsers, u)
@@ -126,10 +135,7 @@ func (f *securityFlags) apply(cfg *broker.Config, listen *string) error {
 			l.SASLMechanisms = mechs
 		case "SSL", "SASL_SSL":
 			if srvTLS == nil {
-				if f.tlsCert == "" || f.tlsKey == "" {
-					return fmt.Errorf("listener %s (%s): -tls-cert and -tls-key are required", name, proto)
-				}
-				c, err := security.ServerTLS(f.tlsCert, f.tlsKey, f.tlsClientCA)
+				c, err := f.serverTLS(name, proto)
 				if err != nil {
 					return err
 				}
@@ -168,15 +174,7 @@ func (f *securityFlags) apply(cfg *broker.Config, listen *string) error {
 		sec.InterBrokerSASL = &security.SASLCredentials{Mechanism: f.interMech, User: f.interUser, Password: f.interPass}
 	}
 	if ib.TLS != nil {
-		ca := f.interCA
-		if ca == "" {
-			ca = f.tlsClientCA
-		}
-		cert, key := "", ""
-		if f.tlsClientCA != "" { // mutual TLS: present the broker's certificate
-			cert, key = f.tlsCert, f.tlsKey
-		}
-		if sec.InterBrokerTLS, err = security.ClientTLS(ca, cert, key); err != nil {
+		if sec.InterBrokerTLS, err = f.interBrokerTLS(); err != nil {
 			return err
 		}
 	}

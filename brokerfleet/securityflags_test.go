@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/x509/pkix"
 	"errors"
@@ -73,6 +74,28 @@ func TestSecurityFlags(t *testing.T) {
 	cfg, _, err = applySecurityFlags(t, "-listeners", "SASL_PLAINTEXT://127.0.0.1:1", "-sasl-mechanisms", "PLAIN", "-inter-broker-user", "b")
 	require.NoError(t, err)
 	require.ErrorContains(t, cfg.ValidateSettings(), "PLAIN", "PLAIN without TLS needs -sasl-plain-without-tls")
+
+	sasl := []string{"-listeners", "SASL_PLAINTEXT://127.0.0.1:1", "-inter-broker-user", "b", "-connections-max-reauth", "1h", "-auth-failure-limit", "5"}
+	cfg, _, err = applySecurityFlags(t, sasl...)
+	require.NoError(t, err)
+	require.Equal(t, time.Hour, cfg.Security.MaxReauth)
+	require.Equal(t, 5, cfg.Security.AuthFailureLimit)
+	require.ErrorContains(t, cfg.ValidateSettings(), "-allow-sasl-without-authorizer", "SASL without ACLs needs the explicit flag")
+	cfg, _, err = applySecurityFlags(t, append(sasl, "-allow-sasl-without-authorizer")...)
+	require.NoError(t, err)
+	require.NoError(t, cfg.ValidateSettings())
+	cfg, _, err = applySecurityFlags(t, append(sasl, "-authorizer")...)
+	require.NoError(t, err)
+	require.NoError(t, cfg.ValidateSettings())
+}
+
+// TestServeRefusesSASLWithoutAuthorizer: serve with a SASL listener and
+// no -authorizer exits with a usage error naming the flag that allows it.
+func TestServeRefusesSASLWithoutAuthorizer(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"serve", "-data", t.TempDir(), "-listeners", "SASL_PLAINTEXT://127.0.0.1:0", "-inter-broker-user", "b"}, &stdout, &stderr)
+	require.Equal(t, 2, code, stderr.String())
+	require.Contains(t, stderr.String(), "-allow-sasl-without-authorizer")
 }
 
 // TestServeSASLSSL runs `brokerfleet serve` with a SASL_SSL listener (and

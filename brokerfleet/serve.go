@@ -50,6 +50,20 @@ func brokerFlags(fs *flag.FlagSet, cfg *broker.Config, listen *string, logLevel 
 	fs.Func("max-request-bytes", fmt.Sprintf("largest request frame accepted; larger ones close the connection (default %d)", cfg.MaxRequestBytes), func(s string) error {
 		return parseInt32(s, &cfg.MaxRequestBytes)
 	})
+	fs.IntVar(&cfg.MaxConnections, "max-connections", cfg.MaxConnections, "most connections of all listeners together; at the cap listeners wait for one to close, except the inter-broker one (max.connections; 0: three quarters of the open-file limit, -1: no cap)")
+	fs.IntVar(&cfg.MaxConnectionsPerIP, "max-connections-per-ip", cfg.MaxConnectionsPerIP, "most connections from one client address; more are closed at once (max.connections.per.ip; 0: no cap)")
+	fs.DurationVar(&cfg.ConnectionsMaxIdle, "connections-max-idle", cfg.ConnectionsMaxIdle, "close a connection that sent nothing for this long while nothing it asked is being answered, on every listener (connections.max.idle.ms; 0: never)")
+	fs.Func("queued-max-request-bytes", fmt.Sprintf("request bytes held at once across connections; a frame that does not fit waits, and a connection holds at most -max-request-bytes (queued.max.request.bytes; 0: no cap; default %d)", cfg.QueuedMaxRequestBytes), func(s string) error {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || v < 0 {
+			return fmt.Errorf("%q is not a byte count", s)
+		}
+		cfg.QueuedMaxRequestBytes = v
+		return nil
+	})
+	fs.Func("fetch-max-bytes", fmt.Sprintf("most record bytes of one Fetch response, whatever the request asks (fetch.max.bytes; default %d)", cfg.FetchMaxBytes), func(s string) error {
+		return parseInt32(s, &cfg.FetchMaxBytes)
+	})
 	fs.DurationVar(&cfg.MaintenanceInterval, "maintenance-interval", cfg.MaintenanceInterval, "how often retention and segment.ms are applied")
 	cleanerFlags(fs, &cfg.Cleaner)
 	fs.IntVar(&cfg.FetchSessionSlots, "fetch-session-slots", cfg.FetchSessionSlots, "most incremental fetch sessions (KIP-227) held at once (max.incremental.fetch.session.cache.slots; 0: none, every fetch is a full one)")
@@ -129,6 +143,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := sf.apply(&cfg, &listen); err != nil {
 		return usageError{err}
 	}
+	if err := sf.env.load(); err != nil {
+		return usageError{err}
+	}
+	if err := sf.env.advertise(ctx, &cfg, listen); err != nil {
+		return err
+	}
 	var regSec registrySecurity
 	if registryAddr != "" {
 		if regSec, err = hf.registry(&cfg.Security, &sf, logger); err != nil {
@@ -154,6 +174,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer closer.Close()
 	cfg.Meta = meta
 	if err := sf.bootstrapAdmin(ctx, meta); err != nil {
+		return err
+	}
+	if err := sf.env.provision(ctx, meta); err != nil {
 		return err
 	}
 	if cfg.Objects, err = of.open(ctx, mf.endpoint, mf.region); err != nil {

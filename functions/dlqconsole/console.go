@@ -35,6 +35,9 @@ type Options struct {
 	Group string
 	// KgoOpts are added to every Kafka client (TLS, SASL, ...).
 	KgoOpts []kgo.Opt
+	// RegistryOpts are added to the schema registry client (its CA,
+	// basic authentication).
+	RegistryOpts []sr.ClientOpt
 	// BasePath is the path the console is mounted under, such as
 	// "/console"; "" serves it at the root.
 	BasePath string
@@ -102,7 +105,7 @@ func newConsole(opts Options) (*Console, error) {
 	c.producer = cl
 	c.adm = kadm.NewClient(cl)
 	if opts.RegistryURL != "" {
-		rc, err := sr.NewClient(sr.URLs(opts.RegistryURL), sr.HTTPClient(&http.Client{Timeout: 10 * time.Second}))
+		rc, err := sr.NewClient(append([]sr.ClientOpt{sr.URLs(opts.RegistryURL), sr.HTTPClient(&http.Client{Timeout: 10 * time.Second})}, opts.RegistryOpts...)...)
 		if err != nil {
 			cl.Close()
 			return nil, fmt.Errorf("dlqconsole: schema registry client: %w", err)

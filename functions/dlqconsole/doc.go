@@ -47,6 +47,9 @@
 //	STRATA_REGISTRY_URL  schema registry URL (optional; without it values are shown as text or hex)
 //	STRATA_DLQ_GROUP     the console's consumer group (default strata-dlq-console)
 //
+// and, to reach secured brokers, package kafkaauth's STRATA_TLS_CA_SECRET_ARN,
+// STRATA_SASL_SECRET_ARN (secrets read at cold start) and friends.
+//
 // Build it with
 //
 //	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 go build -tags lambda.norpc -o functions/dlqconsole/bootstrap ./functions/dlqconsole/cmd

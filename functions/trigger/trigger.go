@@ -32,6 +32,9 @@
 //	STRATA_IDLE             return after this long without records (default 0: run to the deadline)
 //	STRATA_MARGIN           stop this long before the invocation's deadline (default 10s)
 //	STRATA_LAMBDA_ENDPOINT  Lambda API endpoint override (default: AWS's)
+//
+// and, to reach secured brokers, package kafkaauth's STRATA_TLS_CA_SECRET_ARN,
+// STRATA_SASL_SECRET_ARN (secrets read at cold start) and friends.
 package trigger
 
 import (

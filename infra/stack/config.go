@@ -2,6 +2,7 @@ package stack
 
 import (
 	"fmt"
+	"net"
 	"net/mail"
 	"regexp"
 	"strings"
@@ -23,12 +24,20 @@ type Config struct {
 	LagAlarmThreshold     int    // lagAlarmThreshold: alarm when MaxConsumerGroupLag is above this
 	ProduceErrorThreshold int    // produceErrorThreshold: alarm when ProduceErrors over 5 minutes are above this
 	AlarmEmail            string // alarmEmail: when set, alarms notify this address through SNS
-	ScramSecret           bool   // scramSecret: create a generated {username,password} secret
 	RetryRateMinutes      int    // retryRateMinutes: how often the retry worker runs
 	TriggerTopics         string // triggerTopics: topics the trigger function consumes (comma-separated)
 	TriggerGroup          string // triggerGroup: the trigger's consumer group
 	TriggerFunction       string // triggerFunction: name or ARN of the function the trigger invokes
 	TriggerRateMinutes    int    // triggerRateMinutes: how often the trigger runs (when configured)
+	RetryTopics           string // retryTopics: origin topics whose .retry and .dlq the retry worker and the DLQ console handle (default: triggerTopics)
+	ClientSecurityGroups  string // clientSecurityGroups: security groups (ids, comma-separated) admitted to Kafka and the schema registry
+	CertNames             string // certNames: more DNS names or IP addresses in the broker certificate (comma-separated)
+	CertValidityDays      int    // certValidityDays: the broker certificate's lifetime
+	TLSRotation           string // tlsRotation: change it to issue a new broker certificate
+	CARotation            string // caRotation: change it to add a new CA (it signs from the next tlsRotation on)
+	NoncurrentVersionDays int    // noncurrentVersionDays: S3 noncurrent object versions expire after this
+	ESMExample            bool   // esmExample: deploy an example function fed by Lambda's own Kafka event source
+	ESMExampleTopic       string // esmExampleTopic: the topic the example consumes
 	FunctionsDir          string // functionsDir: folder holding <name>/bootstrap (default: <repo>/functions)
 	RepoRoot              string // repoRoot: the Docker build context (default: found from the working directory)
 }
@@ -54,6 +63,9 @@ func DefaultConfig() Config {
 		RetryRateMinutes:      1,
 		TriggerGroup:          "strata-trigger",
 		TriggerRateMinutes:    1,
+		CertValidityDays:      730,
+		NoncurrentVersionDays: 7,
+		ESMExampleTopic:       "strata-esm-example",
 	}
 }
 
@@ -127,8 +139,77 @@ func (c Config) Validate() error {
 	if strings.ContainsAny(c.TriggerFunction, " ,") {
 		return invalid("triggerFunction", "want one function name or ARN, got %q", c.TriggerFunction)
 	}
+	return c.validateSecurity()
+}
+
+var (
+	// A Kafka topic name short enough to take a ".retry" suffix.
+	topicRE    = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,243}$`)
+	sgRE       = regexp.MustCompile(`^sg-[0-9a-f]{8,17}$`)
+	certNameRE = regexp.MustCompile(`^(\*\.)?([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?\.)*[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?$`)
+	rotationRE = regexp.MustCompile(`^[a-zA-Z0-9._:-]{0,64}$`)
+)
+
+// validateSecurity checks the settings of the TLS, ACL and network rules.
+func (c Config) validateSecurity() error {
+	for key, topics := range map[string][]string{"triggerTopics": c.TriggerTopicList(), "retryTopics": list(c.RetryTopics), "esmExampleTopic": {c.ESMExampleTopic}} {
+		for _, t := range topics {
+			if !topicRE.MatchString(t) || t == "." || t == ".." {
+				return invalid(key, "%q is not a topic name (1-243 of a-z A-Z 0-9 . _ -)", t)
+			}
+		}
+	}
+	for _, sg := range c.ClientSecurityGroupList() {
+		if !sgRE.MatchString(sg) {
+			return invalid("clientSecurityGroups", "%q is not a security group id (sg-...)", sg)
+		}
+	}
+	for _, n := range c.CertNameList() {
+		if !certNameRE.MatchString(n) && net.ParseIP(n) == nil {
+			return invalid("certNames", "%q is neither a DNS name (a leading *. allowed) nor an IP address", n)
+		}
+	}
+	switch {
+	case c.CertValidityDays < 1 || c.CertValidityDays > 3650:
+		return invalid("certValidityDays", "must be 1 to 3650 (the CA's lifetime), got %d", c.CertValidityDays)
+	case c.NoncurrentVersionDays < 1 || c.NoncurrentVersionDays > 3650:
+		return invalid("noncurrentVersionDays", "must be 1 to 3650, got %d", c.NoncurrentVersionDays)
+	case !rotationRE.MatchString(c.TLSRotation):
+		return invalid("tlsRotation", "want up to 64 of a-z A-Z 0-9 . _ : -, got %q", c.TLSRotation)
+	case !rotationRE.MatchString(c.CARotation):
+		return invalid("caRotation", "want up to 64 of a-z A-Z 0-9 . _ : -, got %q", c.CARotation)
+	}
 	return nil
 }
+
+// list splits a comma-separated setting, dropping empty items.
+func list(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// TriggerTopicList is triggerTopics as a list.
+func (c Config) TriggerTopicList() []string { return list(c.TriggerTopics) }
+
+// RetryTopicList is the origin topics of the retry worker and the DLQ
+// console: retryTopics, else triggerTopics.
+func (c Config) RetryTopicList() []string {
+	if t := list(c.RetryTopics); len(t) > 0 {
+		return t
+	}
+	return c.TriggerTopicList()
+}
+
+// ClientSecurityGroupList is clientSecurityGroups as a list.
+func (c Config) ClientSecurityGroupList() []string { return list(c.ClientSecurityGroups) }
+
+// CertNameList is certNames as a list.
+func (c Config) CertNameList() []string { return list(c.CertNames) }
 
 // fargateSizes lists, per CPU value, the memory sizes (MiB) Fargate accepts:
 // https://docs.aws.amazon.com/AmazonECS/latest/developerguide/fargate-tasks-services.html#fargate-tasks-size

@@ -37,7 +37,14 @@ var badConfigs = []struct {
 	{"zero lag threshold", map[string]any{"lagAlarmThreshold": 0}, "lagAlarmThreshold", "at least 1"},
 	{"bad cluster name", map[string]any{"clusterName": "Strata_Prod"}, "clusterName", "lower-case"},
 	{"bad e-mail", map[string]any{"alarmEmail": "ops"}, "alarmEmail", "e-mail"},
-	{"scram not a bool", map[string]any{"scramSecret": "yes please"}, "scramSecret", "true or false"},
+	{"esm example not a bool", map[string]any{"esmExample": "yes please"}, "esmExample", "true or false"},
+	{"bad trigger topic", map[string]any{"triggerTopics": "orders,bad topic", "triggerFunction": "f"}, "triggerTopics", "not a topic name"},
+	{"bad retry topic", map[string]any{"retryTopics": "a;b"}, "retryTopics", "not a topic name"},
+	{"bad security group", map[string]any{"clientSecurityGroups": "sg-0123456789abcdef0,default"}, "clientSecurityGroups", "not a security group id"},
+	{"bad certificate name", map[string]any{"certNames": "kafka.example.com,*.*.example.com"}, "certNames", "neither a DNS name"},
+	{"certificate outlives the CA", map[string]any{"certValidityDays": 4000}, "certValidityDays", "1 to 3650"},
+	{"no noncurrent versions", map[string]any{"noncurrentVersionDays": 0}, "noncurrentVersionDays", "1 to 3650"},
+	{"rotation with a space", map[string]any{"tlsRotation": "2026 01"}, "tlsRotation", "up to 64"},
 	{"trigger topics without function", map[string]any{"triggerTopics": "orders"}, "triggerFunction", "set both or neither"},
 }
 
@@ -112,14 +119,14 @@ func (m mapContext) TryGetContext(key *string) any { return m[*key] }
 func TestContextTypes(t *testing.T) {
 	// cdk.json gives JSON numbers and booleans, `-c key=value` strings.
 	for _, ctx := range []map[string]any{
-		{"brokerCount": float64(5), "scramSecret": true, "storageGiB": float64(100), "segmentBytes": float64(512 << 20)},
-		{"brokerCount": "5", "scramSecret": "true", "storageGiB": " 100 ", "segmentBytes": "536870912"},
+		{"brokerCount": float64(5), "esmExample": true, "storageGiB": float64(100), "segmentBytes": float64(512 << 20)},
+		{"brokerCount": "5", "esmExample": "true", "storageGiB": " 100 ", "segmentBytes": "536870912"},
 	} {
 		cfg, err := ConfigFromContext(mapContext(ctx))
 		if err != nil {
 			t.Fatalf("%v: %v", ctx, err)
 		}
-		if cfg.BrokerCount != 5 || !cfg.ScramSecret || cfg.StorageGiB != 100 || cfg.SegmentBytes != 512<<20 {
+		if cfg.BrokerCount != 5 || !cfg.ESMExample || cfg.StorageGiB != 100 || cfg.SegmentBytes != 512<<20 {
 			t.Errorf("%v: got %+v", ctx, cfg)
 		}
 		if cfg.BrokerCPU != 1024 || cfg.RetentionDays != 7 || cfg.ClusterName != "strata" {

@@ -14,8 +14,11 @@ import (
 const BucketPrefix = "strata"
 
 // Data is the durable state: the metastore table, the S3 tier bucket and
-// the customer-managed KMS key encrypting both. All three are retained
-// when the stack is deleted.
+// the customer-managed KMS key encrypting both (and the secrets). All
+// three are retained when the stack is deleted; the table also has
+// deletion protection, and the bucket is versioned, so what a broker (or
+// anyone with its role) deletes or overwrites stays recoverable for
+// noncurrentVersionDays.
 type Data struct {
 	constructs.Construct
 	Key    awskms.Key
@@ -26,20 +29,23 @@ type Data struct {
 // NewData builds the key, the table and the bucket.
 //
 // The table has the metastore's layout (partition key pk, sort key sk,
-// both strings; TTL on ttl), on-demand billing and point-in-time recovery.
+// both strings; TTL on ttl), on-demand billing, point-in-time recovery
+// and deletion protection.
 //
 // Topic retention is enforced by the brokers, which delete expired
 // segments from the bucket; the bucket's lifecycle is only a backstop for
 // objects the brokers never cleaned up (a deleted cluster, a lost
 // manifest): objects under strata/ expire retentionDays +
 // lifecycleMarginDays after creation, and incomplete multipart uploads are
-// aborted after a day. A topic configured with a longer retention.ms than
-// retentionDays loses its older S3 segments to that backstop, so raise
-// retentionDays (or lifecycleMarginDays) to the longest retention in use.
+// aborted after a day; noncurrent versions expire after
+// noncurrentVersionDays, and delete markers left alone are removed. A
+// topic configured with a longer retention.ms than retentionDays loses its
+// older S3 segments to that backstop, so raise retentionDays (or
+// lifecycleMarginDays) to the longest retention in use.
 func NewData(scope constructs.Construct, id string, cfg Config) *Data {
 	c := constructs.NewConstruct(scope, jsii.String(id))
 	key := awskms.NewKey(c, jsii.String("Key"), &awskms.KeyProps{
-		Description:       jsii.String("Strata: encrypts the metastore table, the S3 tier and the SCRAM secret"),
+		Description:       jsii.String("Strata: encrypts the metastore table, the S3 tier and the secrets (SCRAM users, TLS)"),
 		EnableKeyRotation: jsii.Bool(true),
 		RemovalPolicy:     awscdk.RemovalPolicy_RETAIN,
 	})
@@ -51,9 +57,10 @@ func NewData(scope constructs.Construct, id string, cfg Config) *Data {
 		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
 			PointInTimeRecoveryEnabled: jsii.Bool(true),
 		},
-		Encryption:    awsdynamodb.TableEncryption_CUSTOMER_MANAGED,
-		EncryptionKey: key,
-		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,
+		Encryption:         awsdynamodb.TableEncryption_CUSTOMER_MANAGED,
+		EncryptionKey:      key,
+		DeletionProtection: jsii.Bool(true),
+		RemovalPolicy:      awscdk.RemovalPolicy_RETAIN,
 	})
 	bucket := awss3.NewBucket(c, jsii.String("Bucket"), &awss3.BucketProps{
 		Encryption:        awss3.BucketEncryption_KMS,
@@ -61,7 +68,7 @@ func NewData(scope constructs.Construct, id string, cfg Config) *Data {
 		BucketKeyEnabled:  jsii.Bool(true), // one KMS call per object key, not per PUT
 		EnforceSSL:        jsii.Bool(true),
 		BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
-		Versioned:         jsii.Bool(false),
+		Versioned:         jsii.Bool(true),
 		ObjectOwnership:   awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
 		LifecycleRules: &[]*awss3.LifecycleRule{
 			{
@@ -72,6 +79,13 @@ func NewData(scope constructs.Construct, id string, cfg Config) *Data {
 				Id:         jsii.String("retention-backstop"),
 				Prefix:     jsii.String(BucketPrefix + "/"),
 				Expiration: awscdk.Duration_Days(jsii.Number(cfg.RetentionDays + cfg.LifecycleMarginDays)),
+			},
+			{
+				// What the brokers delete (and what the backstop expires)
+				// stays recoverable for noncurrentVersionDays, then goes.
+				Id:                          jsii.String("noncurrent-versions"),
+				NoncurrentVersionExpiration: awscdk.Duration_Days(jsii.Number(cfg.NoncurrentVersionDays)),
+				ExpiredObjectDeleteMarker:   jsii.Bool(true),
 			},
 		},
 		RemovalPolicy: awscdk.RemovalPolicy_RETAIN,

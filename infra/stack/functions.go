@@ -10,33 +10,48 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3assets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 )
 
-// FunctionNames are the functions/<name> folders packaged as Lambdas.
-var FunctionNames = []string{"trigger", "retryworker", "dlqconsole"}
+// KafkaFunctionNames are the functions that talk Kafka to the brokers,
+// each as its own SCRAM user.
+var KafkaFunctionNames = []string{"trigger", "retryworker", "dlqconsole"}
 
-// Functions are the Lambda functions, on provided.al2023 / arm64, each
+// FunctionNames are the functions/<name> folders every deployment
+// packages: the Kafka functions and the PKI's custom resource.
+var FunctionNames = append(append([]string(nil), KafkaFunctionNames...), "certissuer")
+
+// ExampleFunctionName is the example consumer deployed with esmExample.
+const ExampleFunctionName = "esmexample"
+
+// Functions are the Kafka functions, on provided.al2023 / arm64, each
 // packaged from functions/<name>/bootstrap (built by `make lambdas`). All
-// three run in the VPC's private subnets: they talk Kafka to
-// brokers.strata.internal.
+// three run in the VPC's private subnets and reach
+// brokers.strata.internal over TLS with SCRAM-SHA-512: their environment
+// names their own user's secret and the CA secret (functions/kafkaauth
+// reads both at cold start), and each role may read those two secrets
+// only.
 type Functions struct {
 	constructs.Construct
 	Trigger     awslambda.Function
 	RetryWorker awslambda.Function
 	DLQConsole  awslambda.Function
 	ConsoleURL  awslambda.FunctionUrl
+	// Users are the functions' SCRAM user secrets, by function name.
+	Users map[string]awssecretsmanager.Secret
 }
 
 // CheckBootstraps returns an error naming `make lambdas` when a
 // function's bootstrap binary is missing from dir.
-func CheckBootstraps(dir string) error {
+func CheckBootstraps(dir string, names ...string) error {
 	var missing []string
-	for _, name := range FunctionNames {
+	for _, name := range names {
 		p := filepath.Join(dir, name, "bootstrap")
 		if st, err := os.Stat(p); err != nil || !st.Mode().IsRegular() {
 			missing = append(missing, p)
@@ -49,36 +64,76 @@ func CheckBootstraps(dir string) error {
 	return nil
 }
 
-// NewFunctions builds the three functions. The caller has checked the
-// bootstraps with CheckBootstraps.
-func NewFunctions(scope constructs.Construct, id string, cfg Config, net *Network) *Functions {
+// fnOptions are the settings of newGoFunction that differ by function.
+type fnOptions struct {
+	id          string // construct id (default: the function's name)
+	description string
+	timeout     awscdk.Duration
+	env         map[string]*string
+	net         *Network // in the VPC's private subnets with its functions' group when set
+}
+
+// newGoFunction packages functions/<name>/bootstrap as a provided.al2023
+// arm64 function with its own log group.
+func newGoFunction(scope constructs.Construct, cfg Config, name string, o fnOptions) awslambda.Function {
+	id := o.id
+	if id == "" {
+		id = name
+	}
+	logs := awslogs.NewLogGroup(scope, jsii.String(id+"Logs"), &awslogs.LogGroupProps{
+		Retention:     awslogs.RetentionDays_ONE_MONTH,
+		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+	})
+	props := &awslambda.FunctionProps{
+		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture: awslambda.Architecture_ARM_64(),
+		Handler:      jsii.String("bootstrap"),
+		// Only the binary: the folder also holds the Go sources.
+		Code: awslambda.Code_FromAsset(jsii.String(filepath.Join(cfg.FunctionsDir, name)), &awss3assets.AssetOptions{
+			Exclude: jsii.Strings("*", "!bootstrap"),
+		}),
+		Description: jsii.String(o.description),
+		MemorySize:  jsii.Number(256),
+		Timeout:     o.timeout,
+		LogGroup:    logs,
+	}
+	if len(o.env) > 0 {
+		props.Environment = &o.env
+	}
+	if o.net != nil {
+		props.Vpc, props.VpcSubnets = o.net.Vpc, o.net.PrivateSubnets()
+		props.SecurityGroups = &[]awsec2.ISecurityGroup{o.net.FunctionSG}
+	}
+	return awslambda.NewFunction(scope, jsii.String(id), props)
+}
+
+// NewFunctions builds the three functions and their users' secrets
+// (encrypted with key). The caller has checked the bootstraps with
+// CheckBootstraps and registers Users with the fleet.
+func NewFunctions(scope constructs.Construct, id string, cfg Config, net *Network, pki *PKI, key awskms.IKey) *Functions {
 	c := constructs.NewConstruct(scope, jsii.String(id))
+	f := &Functions{Construct: c, Users: map[string]awssecretsmanager.Secret{}}
+	principals := FunctionPrincipals(cfg)
 	newFn := func(name string, timeout awscdk.Duration, env map[string]string) awslambda.Function {
-		logs := awslogs.NewLogGroup(c, jsii.String(name+"Logs"), &awslogs.LogGroupProps{
-			Retention:     awslogs.RetentionDays_ONE_MONTH,
-			RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
-		})
-		e := map[string]*string{"STRATA_BOOTSTRAP": jsii.String(Bootstrap)}
+		user := NewUserSecret(c, name+"User", principals[name].Name, key)
+		f.Users[name] = user
+		e := map[string]*string{
+			"STRATA_BOOTSTRAP":         jsii.String(Bootstrap),
+			"STRATA_SASL_SECRET_ARN":   user.SecretArn(),
+			"STRATA_TLS_CA_SECRET_ARN": pki.CASecret.SecretArn(),
+			// Changes with the trusted CAs, so a CA rotation updates the
+			// function and the next invocations start cold, reading the new
+			// bundle.
+			"STRATA_TLS_CA_VERSION": pki.TrustFingerprint(),
+		}
 		for k, v := range env {
 			e[k] = jsii.String(v)
 		}
-		return awslambda.NewFunction(c, jsii.String(name), &awslambda.FunctionProps{
-			Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
-			Architecture: awslambda.Architecture_ARM_64(),
-			Handler:      jsii.String("bootstrap"),
-			// Only the binary: the folder also holds the Go sources.
-			Code: awslambda.Code_FromAsset(jsii.String(filepath.Join(cfg.FunctionsDir, name)), &awss3assets.AssetOptions{
-				Exclude: jsii.Strings("*", "!bootstrap"),
-			}),
-			Description:    jsii.String("Strata " + name),
-			MemorySize:     jsii.Number(256),
-			Timeout:        timeout,
-			Environment:    &e,
-			LogGroup:       logs,
-			Vpc:            net.Vpc,
-			VpcSubnets:     net.PrivateSubnets(),
-			SecurityGroups: &[]awsec2.ISecurityGroup{net.FunctionSG},
-		})
+		fn := newGoFunction(c, cfg, name, fnOptions{description: "Strata " + name, timeout: timeout, env: e, net: net})
+		user.GrantRead(fn, nil)
+		pki.CASecret.GrantRead(fn, nil)
+		pki.dependOn(fn)
+		return fn
 	}
 	// A scheduled poller runs until its deadline minus STRATA_MARGIN
 	// (10s), so its timeout is its period, at most Lambda's 15 minutes.
@@ -88,10 +143,10 @@ func NewFunctions(scope constructs.Construct, id string, cfg Config, net *Networ
 
 	triggerEnv := map[string]string{"STRATA_GROUP": cfg.TriggerGroup}
 	if cfg.TriggerTopics != "" {
-		triggerEnv["STRATA_TOPICS"] = cfg.TriggerTopics
+		triggerEnv["STRATA_TOPICS"] = strings.Join(cfg.TriggerTopicList(), ",")
 		triggerEnv["STRATA_FUNCTION"] = cfg.TriggerFunction
 	}
-	trigger := newFn("trigger", period(cfg.TriggerRateMinutes), triggerEnv)
+	f.Trigger = newFn("trigger", period(cfg.TriggerRateMinutes), triggerEnv)
 	if cfg.TriggerTopics != "" {
 		var target awslambda.IFunction
 		if strings.HasPrefix(cfg.TriggerFunction, "arn:") {
@@ -99,20 +154,26 @@ func NewFunctions(scope constructs.Construct, id string, cfg Config, net *Networ
 		} else {
 			target = awslambda.Function_FromFunctionName(c, jsii.String("TriggerTarget"), jsii.String(cfg.TriggerFunction))
 		}
-		target.GrantInvoke(trigger)
-		schedule(c, "TriggerSchedule", cfg.TriggerRateMinutes, trigger)
+		target.GrantInvoke(f.Trigger)
+		schedule(c, "TriggerSchedule", cfg.TriggerRateMinutes, f.Trigger)
 	}
 
-	// Defaults: every ^.+\.retry$ topic, group strata-retryworker,
-	// redelivery to the origin topic.
-	retry := newFn("retryworker", period(cfg.RetryRateMinutes), nil)
-	schedule(c, "RetrySchedule", cfg.RetryRateMinutes, retry)
+	// Group strata-retryworker, redelivery to the origin topic; it
+	// subscribes to the .retry topics it may read (every ^.+\.retry$ topic
+	// when none is configured, of which its ACLs then allow none).
+	retryEnv := map[string]string{"STRATA_GROUP": RetryWorkerGroup}
+	if topics := cfg.RetryTopicList(); len(topics) > 0 {
+		retryEnv["STRATA_TOPICS"] = strings.Join(suffixed(topics, ".retry"), ",")
+	}
+	f.RetryWorker = newFn("retryworker", period(cfg.RetryRateMinutes), retryEnv)
+	schedule(c, "RetrySchedule", cfg.RetryRateMinutes, f.RetryWorker)
 
-	console := newFn("dlqconsole", awscdk.Duration_Seconds(jsii.Number(30)), map[string]string{
+	f.DLQConsole = newFn("dlqconsole", awscdk.Duration_Seconds(jsii.Number(30)), map[string]string{
 		"STRATA_REGISTRY_URL": RegistryURL,
+		"STRATA_DLQ_GROUP":    DLQConsoleGroup,
 	})
-	url := console.AddFunctionUrl(&awslambda.FunctionUrlOptions{AuthType: awslambda.FunctionUrlAuthType_AWS_IAM})
-	return &Functions{Construct: c, Trigger: trigger, RetryWorker: retry, DLQConsole: console, ConsoleURL: url}
+	f.ConsoleURL = f.DLQConsole.AddFunctionUrl(&awslambda.FunctionUrlOptions{AuthType: awslambda.FunctionUrlAuthType_AWS_IAM})
+	return f
 }
 
 // schedule invokes fn every minutes minutes, without EventBridge retries

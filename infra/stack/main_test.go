@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 // tests do not need `make lambdas`), plus a source file the asset must
 // leave out.
 func writeFakeFunctions(dir string) error {
-	for _, name := range FunctionNames {
+	for _, name := range append(FunctionNames, ExampleFunctionName) {
 		d := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Join(d, "cmd"), 0o755); err != nil {
 			return err

@@ -19,7 +19,7 @@ func TestResourceCounts(t *testing.T) {
 		"AWS::DynamoDB::Table":                       1,
 		"AWS::S3::Bucket":                            1,
 		"AWS::KMS::Key":                              1,
-		"AWS::Lambda::Function":                      3,
+		"AWS::Lambda::Function":                      4, // trigger, retryworker, dlqconsole, the certificate issuer
 		"AWS::Lambda::Url":                           1,
 		"AWS::ECS::Cluster":                          1,
 		"AWS::ECS::Service":                          1,
@@ -31,7 +31,9 @@ func TestResourceCounts(t *testing.T) {
 		"AWS::ServiceDiscovery::PrivateDnsNamespace": 1,
 		"AWS::ServiceDiscovery::Service":             1,
 		"AWS::Events::Rule":                          1, // the retry worker; the trigger is not configured
-		"AWS::SecretsManager::Secret":                0,
+		"AWS::SecretsManager::Secret":                8, // CA key, CA, broker TLS; admin, broker and three function users
+		"Custom::StrataPKI":                          1,
+		"AWS::Lambda::EventSourceMapping":            0,
 		"AWS::SNS::Topic":                            0,
 	} {
 		s.template.ResourceCountIs(jsii.String(typ), jsii.Number(n))
@@ -60,38 +62,6 @@ func TestNetwork(t *testing.T) {
 	s3.template.ResourceCountIs(jsii.String("AWS::EC2::NatGateway"), jsii.Number(3))
 }
 
-func TestBrokerSecurityGroup(t *testing.T) {
-	s := defaultStack(t)
-	var brokers map[string]any
-	for id, r := range s.resources("AWS::EC2::SecurityGroup") {
-		if strings.Contains(id, "BrokerSG") {
-			brokers = props(r)
-		}
-	}
-	if brokers == nil {
-		t.Fatal("no broker security group")
-	}
-	ingress, _ := brokers["SecurityGroupIngress"].([]any)
-	ports := map[float64]bool{}
-	for _, in := range ingress {
-		in := in.(map[string]any)
-		cidr, _ := json.Marshal(in["CidrIp"])
-		if !strings.Contains(string(cidr), "CidrBlock") {
-			t.Errorf("ingress from %s, want the VPC CIDR only", cidr)
-		}
-		if in["FromPort"] != in["ToPort"] {
-			t.Errorf("port range %v-%v", in["FromPort"], in["ToPort"])
-		}
-		ports[in["FromPort"].(float64)] = true
-	}
-	if len(ports) != 3 || !ports[9092] || !ports[8081] || !ports[9644] {
-		t.Errorf("ingress ports %v, want 9092, 8081, 9644", ports)
-	}
-	if len(s.resources("AWS::EC2::SecurityGroupIngress")) != 0 {
-		t.Errorf("extra ingress rules: %v", s.resources("AWS::EC2::SecurityGroupIngress"))
-	}
-}
-
 func TestTable(t *testing.T) {
 	s := defaultStack(t)
 	s.template.HasResource(jsii.String("AWS::DynamoDB::Table"), map[string]any{
@@ -109,6 +79,7 @@ func TestTable(t *testing.T) {
 			"BillingMode":                      "PAY_PER_REQUEST",
 			"PointInTimeRecoverySpecification": map[string]any{"PointInTimeRecoveryEnabled": true},
 			"TimeToLiveSpecification":          map[string]any{"AttributeName": "ttl", "Enabled": true},
+			"DeletionProtectionEnabled":        true,
 			"SSESpecification": map[string]any{
 				"SSEEnabled":     true,
 				"SSEType":        "KMS",
@@ -132,10 +103,11 @@ func TestBucket(t *testing.T) {
 			"PublicAccessBlockConfiguration": map[string]any{
 				"BlockPublicAcls": true, "BlockPublicPolicy": true, "IgnorePublicAcls": true, "RestrictPublicBuckets": true,
 			},
-			"VersioningConfiguration": assertions.Match_Absent(),
+			"VersioningConfiguration": map[string]any{"Status": "Enabled"},
 			"LifecycleConfiguration": map[string]any{"Rules": assertions.Match_ArrayWith(&[]any{
 				assertions.Match_ObjectLike(&map[string]any{"AbortIncompleteMultipartUpload": map[string]any{"DaysAfterInitiation": 1}, "Status": "Enabled"}),
 				assertions.Match_ObjectLike(&map[string]any{"ExpirationInDays": 14, "Prefix": "strata/", "Status": "Enabled"}),
+				assertions.Match_ObjectLike(&map[string]any{"NoncurrentVersionExpiration": map[string]any{"NoncurrentDays": 7}, "ExpiredObjectDeleteMarker": true, "Status": "Enabled"}),
 			})},
 		},
 	})
@@ -148,10 +120,11 @@ func TestBucket(t *testing.T) {
 		})})},
 	})
 	// The lifecycle follows retentionDays + lifecycleMarginDays.
-	s30 := synth(t, map[string]any{"retentionDays": 30, "lifecycleMarginDays": "2", "brokerCount": 1, "storageGiB": 21})
+	s30 := synth(t, map[string]any{"retentionDays": 30, "lifecycleMarginDays": "2", "brokerCount": 1, "storageGiB": 21, "noncurrentVersionDays": 3})
 	s30.template.HasResourceProperties(jsii.String("AWS::S3::Bucket"), map[string]any{
 		"LifecycleConfiguration": map[string]any{"Rules": assertions.Match_ArrayWith(&[]any{
 			assertions.Match_ObjectLike(&map[string]any{"ExpirationInDays": 32, "Prefix": "strata/", "Status": "Enabled"}),
+			assertions.Match_ObjectLike(&map[string]any{"NoncurrentVersionExpiration": map[string]any{"NoncurrentDays": 3}}),
 		})},
 	})
 	s30.template.HasResourceProperties(jsii.String("AWS::ECS::Service"), map[string]any{
@@ -170,9 +143,10 @@ func TestBucket(t *testing.T) {
 func TestFunctions(t *testing.T) {
 	s := defaultStack(t)
 	fns := s.resources("AWS::Lambda::Function")
-	if len(fns) != 3 {
+	if len(fns) != 4 {
 		t.Fatalf("%d functions", len(fns))
 	}
+	kafka := 0
 	for id, r := range fns {
 		p := props(r)
 		if p["Runtime"] != "provided.al2023" || p["Handler"] != "bootstrap" {
@@ -181,6 +155,13 @@ func TestFunctions(t *testing.T) {
 		if a, _ := json.Marshal(p["Architectures"]); string(a) != `["arm64"]` {
 			t.Errorf("%s: architectures %s", id, a)
 		}
+		if strings.HasPrefix(id, "PKIIssuer") {
+			if _, ok := p["VpcConfig"]; ok {
+				t.Errorf("%s: the issuer needs only Secrets Manager, not the VPC", id)
+			}
+			continue
+		}
+		kafka++
 		env, _ := p["Environment"].(map[string]any)["Variables"].(map[string]any)
 		if env["STRATA_BOOTSTRAP"] != Bootstrap {
 			t.Errorf("%s: STRATA_BOOTSTRAP %v", id, env["STRATA_BOOTSTRAP"])
@@ -188,6 +169,9 @@ func TestFunctions(t *testing.T) {
 		if _, ok := p["VpcConfig"]; !ok {
 			t.Errorf("%s: not in the VPC", id)
 		}
+	}
+	if kafka != 3 {
+		t.Errorf("%d Kafka functions", kafka)
 	}
 	s.template.HasResourceProperties(jsii.String("AWS::Lambda::Url"), map[string]any{"AuthType": "AWS_IAM"})
 	s.template.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
@@ -270,12 +254,13 @@ func TestFleet(t *testing.T) {
 		"Name":      ServiceName,
 		"DnsConfig": map[string]any{"DnsRecords": []any{map[string]any{"Type": "A", "TTL": 10}}},
 	})
-	// arrayWith keeps order; CDK sorts the variables by name.
+	// arrayWith keeps order; CDK sorts the variables given at creation by
+	// name (the principals' ACL variables, added later, follow).
 	env := []any{}
 	vars := map[string]any{}
 	for k, v := range map[string]string{
-		"STRATA_NODE_ID": "auto", "STRATA_RACK": "auto", "STRATA_LISTEN": "0.0.0.0:9092", "STRATA_DATA": "/data",
-		"STRATA_HTTP": "0.0.0.0:9644", "STRATA_REGISTRY": "0.0.0.0:8081", "STRATA_EMF_INTERVAL": "60s",
+		"STRATA_NODE_ID": "auto", "STRATA_RACK": "auto", "STRATA_LISTENERS": "SASL_SSL://0.0.0.0:9092", "STRATA_DATA": "/data",
+		"STRATA_HTTP": "127.0.0.1:9644", "STRATA_REGISTRY": "0.0.0.0:8081", "STRATA_EMF_INTERVAL": "60s",
 		"STRATA_CLUSTER_ID": "strata", "STRATA_DEFAULT_REPLICATION_FACTOR": "3",
 		"STRATA_TOPIC_DEFAULT": "retention.ms=604800000,segment.bytes=1073741824",
 	} {
@@ -384,16 +369,11 @@ func TestObservability(t *testing.T) {
 // a configured trigger, another broker count and sizes.
 func TestOptions(t *testing.T) {
 	s := synth(t, map[string]any{
-		"scramSecret": "true", "alarmEmail": "ops@example.com",
+		"alarmEmail":    "ops@example.com",
 		"triggerTopics": "orders,payments", "triggerFunction": "order-handler", "triggerRateMinutes": 5,
 		"brokerCount": 5, "brokerCpu": "2048", "brokerMemoryMiB": 8192, "storageGiB": 200, "lagAlarmThreshold": "500",
 		"clusterName": "prod",
 	})
-	s.template.HasResourceProperties(jsii.String("AWS::SecretsManager::Secret"), map[string]any{
-		"GenerateSecretString": map[string]any{"SecretStringTemplate": `{"username":"strata"}`, "GenerateStringKey": "password"},
-		"KmsKeyId":             assertions.Match_AnyValue(),
-	})
-	s.template.HasOutput(jsii.String("ScramSecretArn"), map[string]any{})
 	s.template.HasOutput(jsii.String("AlarmTopicArn"), map[string]any{})
 	s.template.HasResourceProperties(jsii.String("AWS::SNS::Subscription"), map[string]any{"Protocol": "email", "Endpoint": "ops@example.com"})
 	for id, r := range s.resources("AWS::CloudWatch::Alarm") {
@@ -414,12 +394,22 @@ func TestOptions(t *testing.T) {
 			"STRATA_TOPICS": "orders,payments", "STRATA_FUNCTION": "order-handler", "STRATA_GROUP": "strata-trigger",
 		}},
 	})
-	// The trigger may invoke its target and nothing else.
+	// The trigger may invoke its target (and read its two secrets:
+	// TestFunctionRolesReadOnlyTheirSecrets).
 	s.template.HasResourceProperties(jsii.String("AWS::IAM::Policy"), map[string]any{
-		"PolicyDocument": map[string]any{"Statement": []any{map[string]any{
+		"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{map[string]any{
 			"Action": "lambda:InvokeFunction", "Effect": "Allow", "Resource": assertions.Match_AnyValue(),
-		}}},
+		}})},
 	})
+	for id, r := range s.resources("AWS::IAM::Policy") {
+		for _, st := range statements(r) {
+			for _, a := range strs(st["Action"]) {
+				if a == "lambda:InvokeFunction" && !strings.HasPrefix(id, "FunctionstriggerServiceRole") {
+					t.Errorf("%s may invoke functions", id)
+				}
+			}
+		}
+	}
 	s.template.HasResourceProperties(jsii.String("AWS::ECS::Service"), map[string]any{
 		"DesiredCount":            5,
 		"DeploymentConfiguration": map[string]any{"MinimumHealthyPercent": 80, "MaximumPercent": 100},
@@ -437,7 +427,8 @@ func TestOptions(t *testing.T) {
 
 func TestOutputs(t *testing.T) {
 	s := defaultStack(t)
-	for _, o := range []string{"BootstrapServers", "SchemaRegistryUrl", "TableName", "BucketName", "DlqConsoleUrl", "DashboardName", "EcsClusterName", "BrokerServiceName"} {
+	for _, o := range []string{"BootstrapServers", "SchemaRegistryUrl", "TableName", "BucketName", "DlqConsoleUrl", "DashboardName", "EcsClusterName", "BrokerServiceName",
+		"CaSecretArn", "AdminSecretArn", "BrokerCertificateNotAfter"} {
 		s.template.HasOutput(jsii.String(o), map[string]any{})
 	}
 	s.template.HasOutput(jsii.String("BootstrapServers"), map[string]any{"Value": "brokers.strata.internal:9092"})

@@ -89,11 +89,14 @@ func (m *Meta) alterClientQuota(ctx context.Context, a QuotaAlteration) error {
 		case err != nil:
 			return fmt.Errorf("metastore: read quota: %w", err)
 		default:
-			if err := decodeJSON(cur, &q); err != nil {
+			// Decode into a fresh value: decoding into q would write
+			// through the *string names it shares with the caller's entity.
+			var stored ClientQuota
+			if err := decodeJSON(cur, &stored); err != nil {
 				return err
 			}
-			if q.Values == nil {
-				q.Values = map[string]float64{}
+			if stored.Values != nil {
+				q.Values = stored.Values
 			}
 			cond = IfVersion(cur.Version)
 		}

@@ -132,7 +132,8 @@ func userKey(user, mechanism string) Key {
 }
 
 // PutScramCredential stores (or replaces) a user's credential for one
-// mechanism.
+// mechanism, and moves the change counter (brokers drop their cached
+// credentials).
 func (m *Meta) PutScramCredential(ctx context.Context, c ScramCredential) error {
 	if _, ok := ScramHash(c.Mechanism); !ok {
 		return fmt.Errorf("%w: unknown mechanism %q", ErrBadCredential, c.Mechanism)
@@ -143,7 +144,7 @@ func (m *Meta) PutScramCredential(ctx context.Context, c ScramCredential) error 
 	if _, err := m.s.Put(ctx, Item{Key: userKey(c.User, c.Mechanism), Value: encodeJSON(c)}, Always); err != nil {
 		return fmt.Errorf("metastore: put credential of %s: %w", c.User, err)
 	}
-	return nil
+	return m.bump(ctx)
 }
 
 // ScramCredential returns a user's credential for a mechanism, or
@@ -160,8 +161,9 @@ func (m *Meta) ScramCredential(ctx context.Context, user, mechanism string) (Scr
 	return c, decodeJSON(it, &c)
 }
 
-// DeleteScramCredential removes a user's credential for a mechanism; it
-// returns ErrNotFound when there was none.
+// DeleteScramCredential removes a user's credential for a mechanism, and
+// moves the change counter (brokers end the sessions that logged in with
+// it); it returns ErrNotFound when there was none.
 func (m *Meta) DeleteScramCredential(ctx context.Context, user, mechanism string) error {
 	if checkScramUser(user) != nil {
 		return ErrNotFound
@@ -172,7 +174,7 @@ func (m *Meta) DeleteScramCredential(ctx context.Context, user, mechanism string
 		}
 		return fmt.Errorf("metastore: delete credential of %s: %w", user, err)
 	}
-	return nil
+	return m.bump(ctx)
 }
 
 // ScramCredentials lists the credentials of user, or of every user when

@@ -97,3 +97,45 @@ func TestACLsCreateListDelete(t *testing.T) {
 		t.Fatalf("after delete: %v", got)
 	}
 }
+
+// TestScramCredentialChangesMoveTheCounter: brokers learn of credential
+// changes (they drop cached credentials and end a deleted user's
+// sessions) through the change counter.
+func TestScramCredentialChangesMoveTheCounter(t *testing.T) {
+	ctx := context.Background()
+	m := openMeta(t)
+	v0, _ := m.ChangeVersion(ctx)
+	c, err := metastore.NewScramCredential("bob", metastore.ScramSHA512, "pw", 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.PutScramCredential(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	v1, _ := m.ChangeVersion(ctx)
+	if v1 == v0 {
+		t.Fatal("storing a credential records no change")
+	}
+	if err := m.DeleteScramCredential(ctx, "bob", metastore.ScramSHA512); err != nil {
+		t.Fatal(err)
+	}
+	if v2, _ := m.ChangeVersion(ctx); v2 == v1 {
+		t.Fatal("deleting a credential records no change")
+	}
+}
+
+func TestClusterSecretIsCreatedOnceAndShared(t *testing.T) {
+	ctx := context.Background()
+	m := openMeta(t)
+	a, err := m.ClusterSecret(ctx, "fake-scram")
+	if err != nil || len(a) != 32 {
+		t.Fatalf("secret: %x %v", a, err)
+	}
+	b, err := m.ClusterSecret(ctx, "fake-scram")
+	if err != nil || string(a) != string(b) {
+		t.Fatalf("second read: %x %v, want %x", b, err, a)
+	}
+	if c, _ := m.ClusterSecret(ctx, "other"); string(c) == string(a) {
+		t.Fatal("two secrets are equal")
+	}
+}

@@ -200,15 +200,28 @@ func (m *MemFS) ReadDir(dir string) ([]string, error) {
 	if !m.dirExists(dir) {
 		return nil, &fs.PathError{Op: "readdir", Path: dir, Err: fs.ErrNotExist}
 	}
+	// A prefix test, not filepath.Dir of every name: a test fleet holds
+	// thousands of partition directories, and each opens with a ReadDir.
+	prefix := dir + string(filepath.Separator)
+	switch dir {
+	case ".":
+		prefix = ""
+	case string(filepath.Separator):
+		prefix = dir
+	}
+	child := func(name string) (string, bool) {
+		rest, ok := strings.CutPrefix(name, prefix)
+		return rest, ok && rest != "" && !strings.ContainsRune(rest, filepath.Separator)
+	}
 	var names []string
 	for f := range m.files {
-		if filepath.Dir(f) == dir {
-			names = append(names, filepath.Base(f))
+		if base, ok := child(f); ok {
+			names = append(names, base)
 		}
 	}
 	for d := range m.dirs {
-		if filepath.Dir(d) == dir {
-			names = append(names, filepath.Base(d))
+		if base, ok := child(d); ok {
+			names = append(names, base)
 		}
 	}
 	slices.Sort(names)

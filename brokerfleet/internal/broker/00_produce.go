@@ -49,6 +49,9 @@ func handleProduce(b *Broker, cc *clientConn, req *kmsg.ProduceRequest) func() k
 		for pi, rp := range rt.Partitions {
 			sp := &resp.Topics[ti].Partitions[pi]
 			p, res, err := produceOne(b, req, rt.Topic, rp.Partition, rp.Records)
+			// Appended (copied to the log) or refused: the frame is let go
+			// (conn.go releases its budget), so nothing may keep it.
+			req.Topics[ti].Partitions[pi].Records = nil
 			if err != nil {
 				sp.ErrorCode = errCodeOf(err)
 				sp.ErrorMessage = errorMessage(err)
@@ -177,12 +180,12 @@ func produceOne(b *Broker, req *kmsg.ProduceRequest, topicName string, idx int32
 		}
 	}
 	if cfg.SchemaValidation {
-		if err := checkSchemas(b, topicName, records, h); err != nil {
+		if err := checkSchemas(b, topicName, records, h, cfg.MaxMessageBytes); err != nil {
 			return nil, partition.AppendResult{}, err
 		}
 	}
 	if cfg.Compact {
-		if err := checkKeys(topicName, records, h); err != nil {
+		if err := checkKeys(topicName, records, h, cfg.MaxMessageBytes); err != nil {
 			return nil, partition.AppendResult{}, err
 		}
 	}
@@ -254,6 +257,11 @@ func authorizeProduce(a access, r *kmsg.ProduceRequest) (kmsg.Response, func(kms
 	denied := filter(&r.Topics, func(t *kmsg.ProduceRequestTopic) bool { return !txnDenied && a.can(opWrite, resTopic, t.Topic) })
 	if len(denied) == 0 {
 		return nil, nil
+	}
+	for _, t := range denied {
+		for i := range t.Partitions {
+			t.Partitions[i].Records = nil // the frame is let go after the append (conn.go)
+		}
 	}
 	code := errTopicAuthz
 	if txnDenied {

@@ -31,6 +31,18 @@ package broker
 // leader), a partition it no longer hosts NOT_LEADER_OR_FOLLOWER with the
 // leader's id. Older consumers and every follower fetch need the leader.
 //
+// Bounds: a response carries at most fetch.max.bytes of records, whatever
+// MaxBytes asks (one batch larger than that still goes alone, KIP-74).
+//
+// Replica fetches are checked as Kafka's ReplicaManager checks them: the
+// replica id must be a replica of the partition other than this leader
+// (else NOT_LEADER_OR_FOLLOWER, or UNKNOWN_LEADER_EPOCH when the request
+// names the current epoch), and the fetch offset must not pass the
+// leader's log end (OFFSET_OUT_OF_RANGE); either way nothing is recorded,
+// so no fetch raises the high watermark past what the leader holds. When
+// followers authenticate, a replica fetch from an anonymous connection is
+// refused (TOPIC_AUTHORIZATION_FAILED) even with ACLs off (replicaConn).
+//
 // ACLs: consumers need READ on each topic, followers CLUSTER_ACTION.
 // authorizeFetch takes denied topics out of the request, so they never
 // enter a session; the partitions a session already holds are not in the
@@ -50,6 +62,7 @@ import (
 	"github.com/stratamq/strata/brokerfleet/internal/catalog"
 	"github.com/stratamq/strata/brokerfleet/internal/fetchsession"
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
+	"github.com/stratamq/strata/brokerfleet/internal/security"
 	"github.com/stratamq/strata/pkg/clock"
 	"github.com/stratamq/strata/pkg/segment"
 )
@@ -65,6 +78,10 @@ const maxFetchWait = 30 * time.Second
 // fewer than MinBytes are available, waits up to MaxWaitMillis for a high
 // watermark (or, for followers, a log end) to move.
 func handleFetch(b *Broker, cc *clientConn, req *kmsg.FetchRequest) func() kmsg.Response {
+	if req.ReplicaID >= 0 && !replicaConn(b, cc) {
+		b.log.Debug("refusing a replica fetch from an unauthenticated connection", "remote", cc.remote, "replica", req.ReplicaID)
+		return func() kmsg.Response { return refuseReplica(req) }
+	}
 	return func() kmsg.Response {
 		f, err := b.sessions.Begin(req, fetchsession.Owner{Principal: cc.sec.Principal(), Replica: req.ReplicaID})
 		if err != nil {
@@ -171,9 +188,11 @@ func (r *fetchRead) news(resp, first *kmsg.FetchResponse, moved bool) bool {
 func (r *fetchRead) read() (resp *kmsg.FetchResponse, total int, now, moved bool) {
 	s := r.b.cat.Snapshot()
 	resp = r.req.ResponseKind().(*kmsg.FetchResponse)
+	// fetch.max.bytes caps what any fetch asks (2 GiB is served as the
+	// cap); per partition, MaxBytes counts only up to what is left.
 	remaining := int(r.req.MaxBytes)
-	if remaining <= 0 {
-		remaining = int(r.b.cfg.MaxRequestBytes)
+	if remaining <= 0 || remaining > int(r.b.cfg.FetchMaxBytes) {
+		remaining = int(r.b.cfg.FetchMaxBytes)
 	}
 	for i := range r.f.Parts {
 		fp := &r.f.Parts[i]
@@ -223,11 +242,13 @@ func (r *fetchRead) readPartition(s *catalog.Snapshot, fp *fetchsession.Part, to
 		return sp, 0, true, false
 	}
 	replica := req.ReplicaID >= 0
+	var fetched error
 	if replica {
 		// A follower: its fetch offset is its log end, which may move the
-		// high watermark.
+		// high watermark. A broker that is not a replica, or an offset past
+		// this leader's log end, records nothing (Kafka's checks).
 		before := p.HighWatermark()
-		p.ReplicaFetched(req.ReplicaID, fp.FetchOffset, fp.LogStartOffset)
+		fetched = p.ReplicaFetched(req.ReplicaID, fp.FetchOffset, fp.LogStartOffset)
 		moved = p.HighWatermark() != before
 	}
 	sp.HighWatermark = p.HighWatermark()
@@ -235,6 +256,15 @@ func (r *fetchRead) readPartition(s *catalog.Snapshot, fp *fetchsession.Part, to
 	sp.LogStartOffset = p.LogStartOffset()
 	if replica {
 		sp.LogStartOffset = p.LocalLogStartOffset() // where a follower can start
+	}
+	if fetched != nil {
+		sp.ErrorCode = errorCode(fetched)
+		if errors.Is(fetched, partition.ErrNotReplica) && fp.LeaderEpoch >= 0 {
+			// Kafka: the epoch is current but the (replica, epoch) pair is
+			// not known (a replica added before this leader applied it).
+			sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
+		}
+		return sp, 0, true, moved
 	}
 	if leader && !replica && req.Version >= 11 && req.Rack != "" {
 		if id := preferredReadReplica(b, r.cc, s, fp.Topic, fp.Partition, p, req.Rack, fp.FetchOffset); id >= 0 {
@@ -270,7 +300,7 @@ func (r *fetchRead) readPartition(s *catalog.Snapshot, fp *fetchsession.Part, to
 			case b.tier != nil && fp.FetchOffset >= p.LogStartOffset():
 				// Below the local log: the tier has it.
 				if ts := s.Topic(fp.Topic); ts != nil {
-					ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+					ctx, cancel := context.WithTimeout(r.cc.ctx, 30*time.Second) // ends with the connection
 					data, err = b.tier.Read(ctx, ts.Meta.ID, fp.Partition, fp.FetchOffset, max(limit, 1))
 					cancel()
 				}
@@ -307,6 +337,43 @@ func servingReplica(s *catalog.Snapshot, req *kmsg.FetchRequest, name string, id
 		return local, false, 0
 	}
 	return nil, false, code
+}
+
+// replicaConn reports whether a fetch with a replica id may come from
+// cc. When followers authenticate (the inter-broker listener has SASL or
+// requires client certificates) every follower's connection has a
+// principal, so a replica fetch from an anonymous one is a client posing
+// as a follower: refused even with ACLs off, since a follower's fetch
+// offset moves the high watermark that acks=all trusts. (With ACLs on,
+// authorizeFetch also wants CLUSTER_ACTION.) When followers do not
+// authenticate, nothing tells them from clients: the network is trusted,
+// and the checks left are that the id is a replica and its offset within
+// the log.
+func replicaConn(b *Broker, cc *clientConn) bool {
+	return !b.replicaAuth || cc.sec.Principal() != security.AnonymousUser
+}
+
+// refuseReplica answers a replica fetch refused by replicaConn: every
+// partition it lists TOPIC_AUTHORIZATION_FAILED, no records, no session,
+// nothing recorded.
+func refuseReplica(req *kmsg.FetchRequest) *kmsg.FetchResponse {
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	if len(req.Topics) == 0 && req.SessionEpoch > 0 {
+		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code // it never got one
+		return resp
+	}
+	for _, t := range req.Topics {
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		for _, tp := range t.Partitions {
+			rp := kmsg.NewFetchResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = tp.Partition, errTopicAuthz
+			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
 }
 
 // throttled reports whether replica's fetches of a partition count against

@@ -114,6 +114,11 @@ func brokerConfigs(b *Broker) []brokerConfig {
 		{"default.replication.factor", strconv.Itoa(int(b.cfg.DefaultReplicationFactor)), "Replication factor of auto-created topics and of topics created with -1.", kmsg.ConfigTypeInt},
 		{"num.partitions", strconv.Itoa(int(b.cfg.DefaultPartitions)), "Partition count of auto-created topics.", kmsg.ConfigTypeInt},
 		{"socket.request.max.bytes", strconv.Itoa(int(b.cfg.MaxRequestBytes)), "The largest request frame accepted.", kmsg.ConfigTypeInt},
+		{"max.connections", strconv.Itoa(b.limits.max), "Connections of all listeners together; at the cap listeners wait for one to close (0: none).", kmsg.ConfigTypeInt},
+		{"max.connections.per.ip", strconv.Itoa(b.cfg.MaxConnectionsPerIP), "Connections from one address; more are closed (0: none).", kmsg.ConfigTypeInt},
+		{"connections.max.idle.ms", strconv.FormatInt(b.cfg.ConnectionsMaxIdle.Milliseconds(), 10), "Idle connections are closed after this long (0: never).", kmsg.ConfigTypeLong},
+		{"queued.max.request.bytes", strconv.FormatInt(b.cfg.QueuedMaxRequestBytes, 10), "Request bytes held at once; further frames wait (0: no cap).", kmsg.ConfigTypeLong},
+		{"fetch.max.bytes", strconv.Itoa(int(b.cfg.FetchMaxBytes)), "Record bytes of one Fetch response, whatever it asks.", kmsg.ConfigTypeInt},
 	}
 }
 

@@ -2,7 +2,8 @@ package broker
 
 // DescribeUserScramCredentials, version 0 (KIP-554): each user's
 // mechanisms and iteration counts, never salts or keys. No users means
-// all. Needs DESCRIBE on the cluster.
+// all. Needs DESCRIBE on the cluster, or with ACLs off a super user
+// (mayManageCredentials).
 
 import (
 	"context"
@@ -39,6 +40,9 @@ func scramMechName(code int8) string {
 }
 
 func handleDescribeUserSCRAMCredentials(b *Broker, cc *clientConn, req *kmsg.DescribeUserSCRAMCredentialsRequest) kmsg.Response {
+	if !mayManageCredentials(b, cc, opDescribe) {
+		return describeSCRAMDenied(req)
+	}
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
 	ctx, cancel := context.WithTimeout(cc.ctx, metaTimeout)
 	defer cancel()
@@ -96,10 +100,15 @@ func handleDescribeUserSCRAMCredentials(b *Broker, cc *clientConn, req *kmsg.Des
 
 // authorizeDescribeUserSCRAMCredentials is the ACL rule of DescribeUserSCRAMCredentials.
 func authorizeDescribeUserSCRAMCredentials(a access, r *kmsg.DescribeUserSCRAMCredentialsRequest) (kmsg.Response, func(kmsg.Response)) {
-	if !a.cluster(opDescribe) {
-		resp := r.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
-		resp.ErrorCode = errClusterAuthz
-		return resp, nil
+	if !mayManageCredentials(a.b, a.cc, opDescribe) {
+		return describeSCRAMDenied(r), nil
 	}
 	return nil, nil
+}
+
+// describeSCRAMDenied answers a request the principal may not make.
+func describeSCRAMDenied(r *kmsg.DescribeUserSCRAMCredentialsRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
+	resp.ErrorCode = errClusterAuthz
+	return resp
 }

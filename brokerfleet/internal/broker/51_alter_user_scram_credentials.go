@@ -3,7 +3,10 @@ package broker
 // AlterUserScramCredentials, version 0 (KIP-554): upsertions carry the
 // salt, iterations and salted password (the client salts); the broker
 // keeps only the derived StoredKey and ServerKey. One result per user.
-// Needs ALTER on the cluster.
+// Needs ALTER on the cluster, or with ACLs off a super user
+// (mayManageCredentials). The broker's credential cache is dropped and the
+// sessions of deleted credentials end at once; other brokers do the same
+// at the change the write records.
 
 import (
 	"context"
@@ -20,9 +23,18 @@ func init() {
 }
 
 func handleAlterUserSCRAMCredentials(b *Broker, cc *clientConn, req *kmsg.AlterUserSCRAMCredentialsRequest) kmsg.Response {
+	if !mayManageCredentials(b, cc, opAlter) {
+		return alterSCRAMDenied(req)
+	}
 	resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
 	ctx, cancel := context.WithTimeout(cc.ctx, metaTimeout)
 	defer cancel()
+	changed := false
+	defer func() {
+		if changed {
+			credentialsChanged(ctx, b)
+		}
+	}()
 
 	type key struct {
 		user string
@@ -70,11 +82,14 @@ func handleAlterUserSCRAMCredentials(b *Broker, cc *clientConn, req *kmsg.AlterU
 		case mech == "":
 			fail(d.Name, kerr.UnsupportedSaslMechanism.Code, "unknown SCRAM mechanism")
 		default:
-			if err := b.meta.DeleteScramCredential(ctx, d.Name, mech); errors.Is(err, metastore.ErrNotFound) {
+			err := b.meta.DeleteScramCredential(ctx, d.Name, mech)
+			switch {
+			case errors.Is(err, metastore.ErrNotFound):
 				fail(d.Name, kerr.ResourceNotFound.Code, "attempt to delete a user credential that does not exist")
-			} else if err != nil {
+			case err != nil:
 				fail(d.Name, kerr.UnknownServerError.Code, err.Error())
 			}
+			changed = changed || err == nil
 		}
 	}
 	for _, u := range req.Upsertions {
@@ -93,6 +108,8 @@ func handleAlterUserSCRAMCredentials(b *Broker, cc *clientConn, req *kmsg.AlterU
 		}
 		if err := b.meta.PutScramCredential(ctx, c); err != nil {
 			fail(u.Name, kerr.UnknownServerError.Code, err.Error())
+		} else {
+			changed = true
 		}
 	}
 	for _, user := range order {
@@ -103,9 +120,15 @@ func handleAlterUserSCRAMCredentials(b *Broker, cc *clientConn, req *kmsg.AlterU
 
 // authorizeAlterUserSCRAMCredentials is the ACL rule of AlterUserSCRAMCredentials.
 func authorizeAlterUserSCRAMCredentials(a access, r *kmsg.AlterUserSCRAMCredentialsRequest) (kmsg.Response, func(kmsg.Response)) {
-	if a.cluster(opAlter) {
+	if mayManageCredentials(a.b, a.cc, opAlter) {
 		return nil, nil
 	}
+	return alterSCRAMDenied(r), nil
+}
+
+// alterSCRAMDenied answers a request the principal may not make: every
+// user named, CLUSTER_AUTHORIZATION_FAILED.
+func alterSCRAMDenied(r *kmsg.AlterUserSCRAMCredentialsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
 	seen := map[string]bool{}
 	add := func(user string) {
@@ -122,5 +145,5 @@ func authorizeAlterUserSCRAMCredentials(a access, r *kmsg.AlterUserSCRAMCredenti
 	for _, u := range r.Upsertions {
 		add(u.Name)
 	}
-	return resp, nil
+	return resp
 }

@@ -97,11 +97,16 @@ func filter[T any](s *[]T, ok func(*T) bool) (denied []T) {
 // initSecurity sets up what Config.Security asks for.
 func (b *Broker) initSecurity(ctx context.Context) {
 	b.secured = b.cfg.Security.Enabled()
+	b.auth = security.NewAuthenticator(security.AuthOptions{
+		Credentials: b.meta, FakeKey: fakeCredentialKey(ctx, b), FailureLimit: b.cfg.Security.AuthFailureLimit, Clock: b.clock,
+	})
+	ib := b.cfg.Security.InterBroker()
+	b.replicaAuth = len(ib.SASLMechanisms) > 0 || (ib.TLS != nil && ib.TLS.ClientAuth == tls.RequireAndVerifyClientCert)
 	if !b.cfg.Security.Authorizer {
 		return
 	}
 	b.authz = security.NewACLs(b.cfg.Security.SuperUsers)
-	if ib := b.cfg.Security.InterBroker(); len(ib.SASLMechanisms) == 0 && (ib.TLS == nil || ib.TLS.ClientAuth < tls.VerifyClientCertIfGiven) && !b.authz.IsSuper(security.AnonymousUser) {
+	if len(ib.SASLMechanisms) == 0 && (ib.TLS == nil || ib.TLS.ClientAuth < tls.VerifyClientCertIfGiven) && !b.authz.IsSuper(security.AnonymousUser) {
 		b.log.Warn("acls are on but followers reach leaders as User:ANONYMOUS (the inter-broker listener has neither SASL nor client certificates): grant it CLUSTER_ACTION or replication is refused",
 			"listener", ib.Name)
 	}
@@ -119,6 +124,59 @@ func (b *Broker) reloadQuotas(ctx context.Context) {
 		return
 	}
 	b.quotas.Set(qs)
+}
+
+// fakeCredentialKey is the cluster-wide key of the fake SCRAM credentials
+// unknown users get, so that every broker answers them alike; nil (a key
+// of this process) without SASL or when the metastore cannot give it.
+func fakeCredentialKey(ctx context.Context, b *Broker) []byte {
+	if !b.cfg.Security.SASL() {
+		return nil
+	}
+	tctx, cancel := context.WithTimeout(ctx, metaTimeout)
+	defer cancel()
+	key, err := b.meta.ClusterSecret(tctx, "fake-scram-credentials")
+	if err != nil {
+		b.log.Warn("load the key of fake SCRAM credentials: this broker's differ from the others'", "err", err)
+		return nil
+	}
+	return key
+}
+
+// reloadSecurity applies a metadata change: the authorizer's cache, and
+// the credentials (see credentialsChanged).
+func (b *Broker) reloadSecurity(ctx context.Context) {
+	b.reloadACLs(ctx)
+	credentialsChanged(ctx, b)
+}
+
+// credentialsChanged drops the cached credentials and ends the sessions
+// of users whose credential is gone (at their next request).
+func credentialsChanged(ctx context.Context, b *Broker) {
+	if n, err := b.auth.CredentialsChanged(ctx); err != nil {
+		b.log.Warn("check the credentials of authenticated sessions", "err", err)
+	} else if n > 0 {
+		b.log.Info("ending the sessions of deleted credentials", "sessions", n)
+	}
+}
+
+// mayManageCredentials decides whether cc may describe (op DESCRIBE) or
+// alter (op ALTER) SCRAM credentials. With ACLs, the principal needs op on
+// the cluster; without, wherever clients authenticate (SASL or client
+// certificates) only super users may; with no authentication at all
+// (dev), anyone may. It is both the ACL rule of Describe- and
+// AlterUserScramCredentials and their handlers' own check, since rules
+// run only with ACLs on: no authenticated user can change another's
+// credentials unless allowed to.
+func mayManageCredentials(b *Broker, cc *clientConn, op kmsg.ACLOperation) bool {
+	switch {
+	case b.authz != nil:
+		return b.authz.Allowed(cc.sec.Principal(), cc.sec.Host(), op, resCluster, clusterName)
+	case !b.cfg.Security.Authenticates():
+		return true
+	default:
+		return b.cfg.Security.IsSuperUser(cc.sec.Principal())
+	}
 }
 
 // reloadACLs refreshes the authorizer's cache from the metastore.

@@ -50,7 +50,7 @@ type Broker struct {
 	cat      *catalog.Catalog
 	ctrl     *controller.Controller
 	follower *replication.Follower
-	tier     *tier.Manager // nil without an object store
+	tier     *tier.Manager    // nil without an object store
 	cleaner  *cleaner.Cleaner // nil when Config.Cleaner.Threads is 0
 	coord    *group.Coordinator
 	metrics  *metrics.Broker
@@ -64,6 +64,13 @@ type Broker struct {
 	reassignThrottle *replication.Throttle
 	secured          bool           // listeners with TLS or SASL, or ACLs: connections carry a Session
 	authz            *security.ACLs // nil when ACLs are off
+	auth             *security.Authenticator
+	// replicaAuth: followers authenticate (the inter-broker listener has
+	// SASL or requires client certificates), so a replica fetch from an
+	// anonymous connection cannot be a follower's and is refused.
+	replicaAuth bool
+	limits      *connLimits // max.connections, max.connections.per.ip
+	budget      *byteBudget // queued.max.request.bytes
 
 	// controlling is whether this broker held the controller lease at its
 	// last controller round (the tier's cluster-wide sweep runs there).
@@ -136,6 +143,8 @@ func New(cfg Config) (*Broker, error) {
 		defaults: defaults, meta: cfg.Meta, metrics: m, pids: &pidAllocator{meta: cfg.Meta},
 		ctx: ctx, cancel: cancel,
 		lns: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{},
+		limits: newConnLimits(maxConnections(cfg.MaxConnections), cfg.MaxConnectionsPerIP),
+		budget: newByteBudget(cfg.QueuedMaxRequestBytes),
 	}
 	b.initSecurity(ctx)
 	b.sessions = fetchsession.New(fetchsession.Options{Slots: cfg.FetchSessionSlots, Clock: cfg.Clock})
@@ -293,6 +302,26 @@ func (b *Broker) topicID(name string) (metastore.TopicID, bool) {
 // ServeListener for the others) until Close. The first one served also
 // decides the advertised address when Config.Advertise is empty.
 func (b *Broker) Serve(ln net.Listener) error {
+	return b.accept(ln, b.cfg.Security.Default().Name)
+}
+
+// ServeListener accepts connections on ln for the named listener of
+// Config.Security until Close.
+func (b *Broker) ServeListener(name string, ln net.Listener) error {
+	named, _, err := b.cfg.Security.Named(name, ln)
+	if err != nil {
+		return err
+	}
+	return b.accept(named, name)
+}
+
+// accept runs the accept loop of the listener called name. Accept errors
+// (a full file table, say) are retried with net/http's backoff, never
+// ending the loop before Close; connections are counted against
+// max.connections (at the cap, the loop waits for one to close; the
+// inter-broker listener does not when there are several, as in Kafka) and
+// max.connections.per.ip (over it, a new connection is closed at once).
+func (b *Broker) accept(ln net.Listener, name string) error {
 	b.connMu.Lock()
 	if b.closed {
 		b.connMu.Unlock()
@@ -312,22 +341,35 @@ func (b *Broker) Serve(ln net.Listener) error {
 	}
 	b.lns[ln] = struct{}{}
 	b.connMu.Unlock()
+	protected := len(b.cfg.Security.Listeners) > 1 && name == b.cfg.Security.InterBroker().Name
+	failures := 0
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) || b.ctx.Err() != nil {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
+			delay := acceptBackoff(failures)
+			failures++
+			b.log.Warn("accept failed; retrying", "listener", name, "in", delay, "err", err)
+			select {
+			case <-time.After(delay): // real time, as the kernel's resources free up
+			case <-b.ctx.Done():
+				return nil
 			}
-			return err
+			continue
+		}
+		failures = 0
+		ip := clientIP(nc)
+		if !b.limits.admit(b.ctx, ip, protected) {
+			b.log.Debug("closing a connection over max.connections.per.ip", "listener", name, "remote", nc.RemoteAddr().String())
+			nc.Close()
+			continue
 		}
 		b.connMu.Lock()
 		if b.closed {
 			b.connMu.Unlock()
+			b.limits.release(ip)
 			nc.Close()
 			return nil
 		}
@@ -340,18 +382,9 @@ func (b *Broker) Serve(ln net.Listener) error {
 			b.connMu.Lock()
 			delete(b.conns, nc)
 			b.connMu.Unlock()
+			b.limits.release(ip)
 		}()
 	}
-}
-
-// ServeListener accepts connections on ln for the named listener of
-// Config.Security until Close.
-func (b *Broker) ServeListener(name string, ln net.Listener) error {
-	named, _, err := b.cfg.Security.Named(name, ln)
-	if err != nil {
-		return err
-	}
-	return b.Serve(named)
 }
 
 // Addr returns the advertised host and port (valid once Serve has started).
@@ -410,7 +443,7 @@ func (b *Broker) watch(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, metaTimeout)
 		defer cancel()
 		err := b.cat.Reconcile(rctx)
-		b.reloadACLs(rctx)
+		b.reloadSecurity(rctx)
 		b.reloadQuotas(rctx)
 		if err != nil {
 			return fmt.Errorf("apply metadata change (retried next poll): %w", err)

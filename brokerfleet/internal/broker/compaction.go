@@ -1,6 +1,9 @@
 package broker
 
 import (
+	"errors"
+	"fmt"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stratamq/strata/brokerfleet/internal/cleaner"
@@ -13,17 +16,19 @@ import (
 // (package cleaner): refusing records without a key, and the cleaner's
 // metrics.
 
-// maxKeyCheckBytes bounds the decompressed size of a batch whose keys are
-// checked (a compressed batch that inflates past it is refused).
-const maxKeyCheckBytes = 64 << 20
-
 // checkKeys refuses a batch for a compacted topic that holds a record
-// without a key: INVALID_RECORD, as Kafka 4 answers, nothing stored.
-func checkKeys(topicName string, batch []byte, h segment.Header) error {
-	if err := records.CheckKeys(batch, h, maxKeyCheckBytes); err != nil {
-		return coded(kerr.InvalidRecord, "%s is compacted (cleanup.policy contains compact) and every record needs a key: %v", topicName, err)
+// without a key: INVALID_RECORD, as Kafka 4 answers, nothing stored. The
+// batch is read as a stream, at most records.Bound of max.message.bytes
+// (one that inflates further, or does not parse, is INVALID_RECORD too).
+func checkKeys(topicName string, batch []byte, h segment.Header, maxMessageBytes int32) error {
+	err := records.CheckKeys(batch, h, records.Bound(maxMessageBytes, len(batch)))
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, records.ErrTooLarge), errors.Is(err, records.ErrMalformed):
+		return fmt.Errorf("%s: %w", topicName, err)
 	}
-	return nil
+	return coded(kerr.InvalidRecord, "%s is compacted (cleanup.policy contains compact) and every record needs a key: %v", topicName, err)
 }
 
 // cleanerStats adapts the cleaner's state to the metrics.

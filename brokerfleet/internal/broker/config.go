@@ -91,6 +91,30 @@ type Config struct {
 	// MaxRequestBytes caps a request frame (socket.request.max.bytes); a
 	// larger frame closes the connection before anything is allocated.
 	MaxRequestBytes int32
+	// MaxConnections caps the connections of all listeners together
+	// (max.connections): at the cap a listener accepts no more until one
+	// closes, except the inter-broker listener when there are several. 0
+	// means three quarters of the process's open-file limit, so sockets
+	// never take the descriptors logs and the metastore need; -1 none.
+	MaxConnections int
+	// MaxConnectionsPerIP caps the connections from one client address
+	// (max.connections.per.ip); one over it is closed at once. 0: none.
+	MaxConnectionsPerIP int
+	// ConnectionsMaxIdle closes a connection that sent nothing for this
+	// long while nothing it asked is being answered
+	// (connections.max.idle.ms); 0: never.
+	ConnectionsMaxIdle time.Duration
+	// QueuedMaxRequestBytes caps the request bytes the broker holds at
+	// once, read and not yet answered (Kafka's queued.max.request.bytes,
+	// which by default is off): a connection whose next frame does not fit
+	// waits until it does. Produce frames are let go once appended, so
+	// acks=all waits hold none. 0: no cap (each connection is still held
+	// to MaxRequestBytes).
+	QueuedMaxRequestBytes int64
+	// FetchMaxBytes caps the record bytes one Fetch response carries,
+	// whatever the request asks (fetch.max.bytes); as in Kafka, one batch
+	// larger than it still goes out alone, so consumers progress.
+	FetchMaxBytes int32
 	// MaintenanceInterval is how often retention and segment.ms are applied.
 	MaintenanceInterval time.Duration
 	// FetchSessionSlots is the most incremental fetch sessions (KIP-227)
@@ -169,6 +193,9 @@ func DefaultConfig() Config {
 		DefaultPartitions:          1,
 		DefaultReplicationFactor:   1,
 		MaxRequestBytes:            100 << 20,
+		ConnectionsMaxIdle:         10 * time.Minute,
+		QueuedMaxRequestBytes:      256 << 20,
+		FetchMaxBytes:              55 << 20,
 		MaintenanceInterval:        30 * time.Second,
 		Cleaner:                    CleanerConfig{Threads: 1, DedupeBufferBytes: cleaner.DefaultDedupeBytes, Backoff: cleaner.DefaultBackoff},
 		FetchSessionSlots:          fetchsession.DefaultSlots,
@@ -221,6 +248,21 @@ func (c *Config) ValidateSettings() error {
 	}
 	if c.MaxRequestBytes < 1<<10 {
 		errs = append(errs, fmt.Errorf("max-request-bytes: %d is below 1024", c.MaxRequestBytes))
+	}
+	if c.MaxConnections < -1 {
+		errs = append(errs, fmt.Errorf("max-connections: %d is below -1", c.MaxConnections))
+	}
+	if c.MaxConnectionsPerIP < 0 {
+		errs = append(errs, fmt.Errorf("max-connections-per-ip: %d is negative", c.MaxConnectionsPerIP))
+	}
+	if c.ConnectionsMaxIdle < 0 {
+		errs = append(errs, fmt.Errorf("connections-max-idle: %v is negative", c.ConnectionsMaxIdle))
+	}
+	if c.QueuedMaxRequestBytes < 0 {
+		errs = append(errs, fmt.Errorf("queued-max-request-bytes: %d is negative", c.QueuedMaxRequestBytes))
+	}
+	if c.FetchMaxBytes < 1<<10 {
+		errs = append(errs, fmt.Errorf("fetch-max-bytes: %d is below 1024", c.FetchMaxBytes))
 	}
 	if err := c.Lease.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("lease: %w", err))

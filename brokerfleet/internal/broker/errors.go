@@ -9,6 +9,7 @@ import (
 	"github.com/stratamq/strata/brokerfleet/internal/controller"
 	"github.com/stratamq/strata/brokerfleet/internal/fetchsession"
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
+	"github.com/stratamq/strata/brokerfleet/internal/records"
 	"github.com/stratamq/strata/brokerfleet/internal/tier"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
 	"github.com/stratamq/strata/pkg/metastore"
@@ -54,11 +55,14 @@ func errorCode(err error) int16 {
 		return kerr.OffsetOutOfRange.Code
 	case errors.Is(err, segment.ErrCorrupt):
 		return kerr.CorruptMessage.Code
+	case errors.Is(err, records.ErrTooLarge), errors.Is(err, records.ErrMalformed):
+		// Kafka's InvalidRecordException: not retriable, the batch is bad.
+		return kerr.InvalidRecord.Code
 	case errors.Is(err, partition.ErrOutOfOrderSequence):
 		return kerr.OutOfOrderSequenceNumber.Code
 	case errors.Is(err, partition.ErrInvalidProducerEpoch):
 		return kerr.InvalidProducerEpoch.Code
-	case errors.Is(err, partition.ErrClosed), errors.Is(err, segment.ErrClosed):
+	case errors.Is(err, partition.ErrClosed), errors.Is(err, segment.ErrClosed), errors.Is(err, partition.ErrNotReplica):
 		return kerr.NotLeaderForPartition.Code
 	case errors.Is(err, fetchsession.ErrNotFound):
 		return kerr.FetchSessionIDNotFound.Code

@@ -52,7 +52,7 @@ func TestAKeyWithoutARuleIsNotServed(t *testing.T) {
 		register[*kmsg.MetadataRequest](3, 0, 12, answer(handleMetadata), nil)
 	})
 	require.Panics(t, func() {
-		register(18, 0, 4, answer(handleApiVersions), func(access, *kmsg.ApiVersionsRequest) (kmsg.Response, func(kmsg.Response)) { return nil, nil })
+		register(18, 0, 4, handleApiVersions, func(access, *kmsg.ApiVersionsRequest) (kmsg.Response, func(kmsg.Response)) { return nil, nil })
 	}, "a key registered twice")
 }
 

@@ -4,12 +4,13 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/stratamq/strata/brokerfleet/internal/records"
 	"github.com/stratamq/strata/pkg/segment"
 )
 
@@ -18,53 +19,50 @@ import (
 // same registry: its state lives in the metastore.
 func (b *Broker) Registry() http.Handler { return b.registry }
 
-var schemaDecompressor = kgo.DefaultDecompressor()
-
 // checkSchemas enforces strata.schema.validation on a batch: every record
 // value must start with the Confluent header (magic byte 0, then a 4-byte
 // schema id) naming an id registered under <topic>-value. Otherwise the
-// whole batch is refused with INVALID_RECORD and nothing is stored.
-func checkSchemas(b *Broker, topicName string, batch []byte, h segment.Header) error {
-	body := batch[segment.HeaderSize:h.Size()]
-	if codec := kgo.CompressionCodecType(h.Compression()); codec != kgo.CodecNone {
-		var err error
-		if body, err = schemaDecompressor.Decompress(body, codec); err != nil {
-			return coded(kerr.CorruptMessage, "decompress record batch: %v", err)
-		}
-	}
+// whole batch is refused with INVALID_RECORD and nothing is stored. A
+// compressed batch is inflated as a stream, at most records.Bound of the
+// topic's max.message.bytes (a batch that inflates further is refused too).
+func checkSchemas(b *Broker, topicName string, batch []byte, h segment.Header, maxMessageBytes int32) error {
 	subject := topicName + "-value"
-	checked := map[int]bool{}
 	ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)
 	defer cancel()
-	for i := int32(0); i < h.NumRecords; i++ {
-		length, n := binary.Varint(body)
-		if n <= 0 || length < 0 || int64(len(body)-n) < length {
-			return coded(kerr.CorruptMessage, "record %d of the batch is malformed", i)
-		}
-		var r kmsg.Record
-		if err := r.ReadFrom(body[:n+int(length)]); err != nil {
-			return coded(kerr.CorruptMessage, "record %d of the batch: %v", i, err)
-		}
-		body = body[n+int(length):]
+	// Load the subject's ids now (the registry caches them), not while a
+	// batch holds one of the few inflation slots.
+	if _, err := b.registry.SubjectHasID(ctx, subject, -1); err != nil {
+		return coded(kerr.RequestTimedOut, "look up the schema ids of %q: %v", subject, err)
+	}
+	var checked []int // the ids seen (a few: a batch has as many records as its bound allows)
+	var bad error
+	err := records.Each(batch, h, records.Bound(maxMessageBytes, len(batch)), records.Values, func(r *records.Record) bool {
 		v := r.Value
-		if len(v) < 5 || v[0] != 0 {
-			return coded(kerr.InvalidRecord, "record %d: %s=true and the value does not start with the schema registry header (magic byte 0 and a 4-byte schema id)", i, "strata.schema.validation")
+		if r.ValueLen < 5 || v[0] != 0 {
+			bad = coded(kerr.InvalidRecord, "record %d: %s=true and the value does not start with the schema registry header (magic byte 0 and a 4-byte schema id)", r.Index, "strata.schema.validation")
+			return false
 		}
 		id := int(int32(binary.BigEndian.Uint32(v[1:5])))
-		if checked[id] {
-			continue
+		if slices.Contains(checked, id) {
+			return true
 		}
 		ok, err := b.registry.SubjectHasID(ctx, subject, id)
 		switch {
 		case err != nil && !errors.Is(err, context.Canceled):
 			// The registry cannot answer: retriable, nothing stored.
-			return coded(kerr.RequestTimedOut, "look up schema id %d under %q: %v", id, subject, err)
+			bad = coded(kerr.RequestTimedOut, "look up schema id %d under %q: %v", id, subject, err)
 		case err != nil:
-			return err
+			bad = err
 		case !ok:
-			return coded(kerr.InvalidRecord, "record %d: schema id %d is not registered under subject %q", i, id, subject)
+			bad = coded(kerr.InvalidRecord, "record %d: schema id %d is not registered under subject %q", r.Index, id, subject)
 		}
-		checked[id] = true
+		if bad == nil && len(checked) < 16 {
+			checked = append(checked, id)
+		}
+		return bad == nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", topicName, err)
 	}
-	return nil
+	return bad
 }

@@ -253,9 +253,10 @@ func TestACLsEnforcedAndMetadataFiltered(t *testing.T) {
 
 // TestSCRAMUsersThroughTheAdminAPI: AlterUserScramCredentials creates a
 // user who can then log in; DescribeUserScramCredentials lists it without
-// secrets; deleting it stops new logins.
+// secrets; deleting it stops new logins. With ACLs off the admin must be
+// a super user.
 func TestSCRAMUsersThroughTheAdminAPI(t *testing.T) {
-	s := startSASLSSL(t)
+	s := startSASLSSL(t, func(c *broker.Config) { c.Security.SuperUsers = []string{"User:admin"} })
 	admin := s.client(t, scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha512Mechanism())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -331,6 +332,7 @@ func TestGarbageOnEveryListenerIsCheap(t *testing.T) {
 			{Name: "SASL_PLAINTEXT", Advertise: saslLn.Addr().String(), SASLMechanisms: []string{security.MechSCRAM256}},
 			{Name: "OTHER", Advertise: plainLn.Addr().String()},
 		}
+		c.Security.AllowSASLWithoutAuthorizer = true
 	})
 	go b2.ServeListener("SASL_PLAINTEXT", saslLn)
 	go b2.ServeListener("OTHER", plainLn)

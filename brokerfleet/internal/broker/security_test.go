@@ -58,6 +58,7 @@ func startSASLSSL(t *testing.T, opts ...brokertest.Option) *secureBroker {
 			SASLMechanisms: []string{security.MechSCRAM512, security.MechSCRAM256, security.MechPlain},
 		}}
 		c.Security.AuthFailureDelay = 200 * time.Millisecond
+		c.Security.AllowSASLWithoutAuthorizer = true
 	}}, opts...)...)
 	return &secureBroker{Broker: b, ca: ca, meta: meta}
 }
@@ -116,6 +117,7 @@ func TestSASLWrongPasswordFails(t *testing.T) {
 func TestSASLRequiredBeforeOtherRequests(t *testing.T) {
 	b := brokertest.Start(t, func(c *broker.Config) {
 		c.Security.Listeners = []security.Listener{{Name: "SASL_PLAINTEXT", SASLMechanisms: []string{security.MechSCRAM512}}}
+		c.Security.AllowSASLWithoutAuthorizer = true
 	})
 	c := rawConn(t, b.Addr)
 	_, err := c.Write(frame(18, 0, 1, nil))
@@ -140,6 +142,7 @@ func TestPlainRequiresTLSUnlessAllowed(t *testing.T) {
 	cfg := broker.DefaultConfig()
 	cfg.Meta = brokertest.NewMeta(t)
 	cfg.Security.Listeners = []security.Listener{{Name: "SASL_PLAINTEXT", SASLMechanisms: []string{security.MechPlain}}}
+	cfg.Security.AllowSASLWithoutAuthorizer = true
 	require.ErrorContains(t, cfg.Validate(), "PLAIN")
 	cfg.Security.Listeners[0].AllowPlainWithoutTLS = true
 	require.NoError(t, cfg.Validate())
@@ -245,6 +248,7 @@ func TestSASLHandshakeV0RawTokens(t *testing.T) {
 	b := brokertest.Start(t, func(c *broker.Config) {
 		c.Meta = meta
 		c.Security.Listeners = []security.Listener{{Name: "SASL_PLAINTEXT", SASLMechanisms: []string{security.MechPlain}, AllowPlainWithoutTLS: true}}
+		c.Security.AllowSASLWithoutAuthorizer = true
 		c.Security.AuthFailureDelay = 50 * time.Millisecond
 	})
 	login := func(password string) net.Conn {

@@ -60,7 +60,8 @@ func Start(t testing.TB, opts ...Option) *Broker {
 // after everything registered later with t.Cleanup (brokers using it).
 func NewMeta(t testing.TB) *metastore.Meta {
 	t.Helper()
-	store, err := embedded.Open(filepath.Join(t.TempDir(), "metastore.db"))
+	// A test's metastore file is thrown away: no fsync per commit.
+	store, err := embedded.Open(filepath.Join(t.TempDir(), "metastore.db"), embedded.WithoutSync())
 	if err != nil {
 		t.Fatalf("open metastore: %v", err)
 	}
@@ -137,7 +138,7 @@ func CreateTopic(t testing.TB, addr, name string, partitions int32, configs map[
 // CreateTopicRF creates a topic with rf replicas per partition.
 func CreateTopicRF(t testing.TB, addr, name string, partitions int32, rf int16, configs map[string]*string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	resp, err := Admin(t, addr).CreateTopic(ctx, partitions, rf, configs, name)
 	if err == nil {

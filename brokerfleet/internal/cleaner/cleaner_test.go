@@ -125,7 +125,7 @@ func (h *harness) readAll() []got {
 			require.True(h.t, segment.CheckCRC(batch), "crc of batch at %d", hd.BaseOffset)
 			body, err := records.Body(batch, hd, 1<<20)
 			require.NoError(h.t, err)
-			require.NoError(h.t, records.Each(body, hd, func(r records.Record) error {
+			require.NoError(h.t, records.Entries(body, hd, func(r records.Entry) error {
 				if len(out) > 0 {
 					require.Greater(h.t, r.Offset, out[len(out)-1].offset)
 				}

@@ -145,11 +145,11 @@ func (c *Cleaner) buildMap(ctx context.Context, p *partition.Partition, a assess
 			if keepWhole(h) {
 				return nil
 			}
-			body, err := records.Body(batch, h, c.o.MaxBatchBytes)
+			body, err := records.Body(batch, h, c.batchLimit(p, batch))
 			if err != nil {
-				return fmt.Errorf("batch at %d: %w", h.BaseOffset, err)
+				return err
 			}
-			return records.Each(body, h, func(r records.Record) error {
+			return records.Entries(body, h, func(r records.Entry) error {
 				if r.Offset < a.firstDirty || r.Key == nil {
 					return nil
 				}
@@ -168,6 +168,13 @@ func (c *Cleaner) buildMap(ctx context.Context, p *partition.Partition, a assess
 		end = s.NextOffset
 	}
 	return end, nil
+}
+
+// batchLimit is how far a batch of p may inflate: records.Bound of the
+// topic's max.message.bytes, at most Options.MaxBatchBytes (the cleaner
+// holds a batch's records in memory to rebuild it).
+func (c *Cleaner) batchLimit(p *partition.Partition, batch []byte) int64 {
+	return min(records.Bound(p.Config().MaxMessageBytes, len(batch)), int64(c.o.MaxBatchBytes))
 }
 
 // keepWhole reports whether a batch is kept as it is, whatever the map
@@ -298,6 +305,11 @@ func (f *filter) save() filterState { return filterState{f.prevEpoch, f.horizon}
 
 func (f *filter) restore(s filterState) { f.prevEpoch, f.horizon = s.prevEpoch, s.horizon }
 
+// limit is Cleaner.batchLimit for the partition being cleaned.
+func (f *filter) limit(batch []byte) int64 {
+	return min(records.Bound(f.cfg.MaxMessageBytes, len(batch)), int64(f.c.o.MaxBatchBytes))
+}
+
 // apply returns the batch to write in place of batch, and whether to
 // write one. The bytes returned are valid until the next call.
 func (f *filter) apply(h segment.Header, batch []byte) ([]byte, bool, error) {
@@ -308,14 +320,14 @@ func (f *filter) apply(h segment.Header, batch []byte) ([]byte, bool, error) {
 	if keepWhole(h) {
 		return batch, true, nil
 	}
-	body, err := records.Body(batch, h, f.c.o.MaxBatchBytes)
+	body, err := records.Body(batch, h, f.limit(batch))
 	if err != nil {
-		return nil, false, fmt.Errorf("batch at %d: %w", h.BaseOffset, err)
+		return nil, false, err
 	}
 	hz, hasHz := records.DeleteHorizon(h)
-	var kept []records.Record
+	var kept []records.Entry
 	dropped, tombs := 0, false
-	err = records.Each(body, h, func(r records.Record) error {
+	err = records.Entries(body, h, func(r records.Entry) error {
 		switch latest, ok := f.m.get(r.Key); {
 		case r.Key == nil: // a compacted topic holds no keyless records
 		case ok && latest > r.Offset: // superseded

@@ -403,10 +403,18 @@ func (c *Controller) balanceReplicas(ctx context.Context, v View, brokers []meta
 // its coordinator shards to other live brokers, for a broker about to
 // stop. Errors are logged: the controller takes over a lease later anyway.
 func HandOver(ctx context.Context, meta *metastore.Meta, log *slog.Logger, self int32, states []metastore.PartitionState, shards map[int32]metastore.CoordinatorShard, live map[int32]bool) {
+	raced := 0
 	for _, m := range PlanHandOver(states, self, live) {
-		if _, err := meta.UpdatePartition(ctx, m); err != nil {
+		_, err := meta.UpdatePartition(ctx, m)
+		switch {
+		case errors.Is(err, metastore.ErrConditionFailed) || errors.Is(err, metastore.ErrFenced):
+			raced++ // changed meanwhile (an election, an ISR change): nothing to hand over
+		case err != nil:
 			log.Warn("hand over leadership", "partition", m.Partition, "err", err)
 		}
+	}
+	if raced > 0 {
+		log.Info("hand over leadership: partitions changed meanwhile, left as they are", "partitions", raced)
 	}
 	for _, m := range PlanShardHandOver(shards, self, live) {
 		if _, err := meta.AssignShard(ctx, m.Shard, m.To); err != nil {

@@ -5,9 +5,9 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/binary"
-	"errors"
 	"hash/crc32"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/stratamq/strata/brokerfleet/internal/records"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
 	"github.com/stratamq/strata/pkg/segment"
 )
@@ -869,8 +870,46 @@ func TestOffsetForTimestampCorruptCompressedBatch(t *testing.T) {
 	_, err := p.Append(b, mustHeader(b))
 	require.NoError(t, err)
 	_, _, _, err = p.OffsetForTimestamp(150)
-	require.Error(t, err)
-	require.Contains(t, err.Error(), "decompress batch at 0")
+	require.ErrorIs(t, err, records.ErrMalformed)
+	require.Contains(t, err.Error(), "batch at 0")
+}
+
+func TestOffsetForTimestampBomb(t *testing.T) {
+	// A stored 1 MiB zstd batch that inflates to 32 GiB (RLE blocks after
+	// a record claiming a 1 GiB body): the lookup stops at the bound of
+	// max.message.bytes and allocates little.
+	p, _ := newPartition(t, segment.NewMemFS(), testConfig(topic.DurabilityReplicated), nil)
+	rec := append(binary.AppendVarint(nil, 1<<30), 0, 0)
+	rec = binary.AppendVarint(rec, 0) // at 100 ms, before the 150 asked for: the lookup reads on
+	z := binary.LittleEndian.AppendUint32(nil, 0xFD2FB528)
+	z = append(z, 0x00, 7<<3)
+	block := func(typ, size uint32, last bool) {
+		h := size<<3 | typ<<1
+		if last {
+			h |= 1
+		}
+		z = append(z, byte(h), byte(h>>8), byte(h>>16))
+	}
+	block(0, uint32(len(rec)), false)
+	z = append(z, rec...)
+	for len(z) < 1<<20 {
+		block(1, 128<<10, len(z)+8 >= 1<<20)
+		z = append(z, 0)
+	}
+	b := buildBatch(plain(100, 200))
+	b = append(b[:segment.HeaderSize:segment.HeaderSize], z...)
+	binary.BigEndian.PutUint32(b[8:], uint32(len(b)-12))
+	binary.BigEndian.PutUint16(b[21:], 4)
+	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], castagnoli))
+	_, err := p.Append(b, mustHeader(b))
+	require.NoError(t, err)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, _, _, err = p.OffsetForTimestamp(150)
+	runtime.ReadMemStats(&after)
+	require.ErrorIs(t, err, records.ErrTooLarge)
+	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(4<<20), "a copy of the batch and codec state")
 }
 
 func TestEachRecordTimestampMalformed(t *testing.T) {
@@ -893,13 +932,13 @@ func TestEachRecordTimestampMalformed(t *testing.T) {
 			b := append(slices.Clone(good[:segment.HeaderSize]), tt.body...)
 			bh := h
 			bh.Length = int32(len(b) - 12)
-			err := eachRecordTimestamp(b, bh, func(off, ts int64) bool { return true })
-			require.True(t, errors.Is(err, errRecords), "got %v", err)
+			err := eachRecordTimestamp(b, bh, 1<<20, func(off, ts int64) bool { return true })
+			require.ErrorIs(t, err, records.ErrMalformed)
 		})
 	}
 	t.Run("stops when fn returns false", func(t *testing.T) {
 		var seen []int64
-		require.NoError(t, eachRecordTimestamp(good, h, func(off, ts int64) bool {
+		require.NoError(t, eachRecordTimestamp(good, h, 1<<20, func(off, ts int64) bool {
 			seen = append(seen, ts)
 			return false
 		}))

@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"errors"
 	"fmt"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
 	"slices"
@@ -97,12 +98,28 @@ func (p *Partition) ISR() []int32 {
 	return slices.Clone(p.rep.isr)
 }
 
+// ErrNotReplica is returned by ReplicaFetched for a broker that is not a
+// replica of the partition.
+var ErrNotReplica = errors.New("partition: not a replica")
+
 // ReplicaFetched records a follower's fetch from offset: it holds
 // everything below it, from logStart (its local log start; -1 when it did
-// not say). The high watermark may move.
-func (p *Partition) ReplicaFetched(id int32, fetchOffset, logStart int64) {
+// not say). The high watermark may move. Only what a follower can hold is
+// recorded: a broker that is not a replica of the partition (nor this
+// one) is ErrNotReplica, and an offset past this leader's log end (no
+// follower holds what the leader does not) segment.ErrOffsetOutOfRange;
+// neither changes anything, so a fetch cannot raise the high watermark
+// past what the leader holds.
+func (p *Partition) ReplicaFetched(id int32, fetchOffset, logStart int64) error {
 	leo := p.log.NextOffset()
+	if fetchOffset < 0 || fetchOffset > leo {
+		return fmt.Errorf("partition %s-%d: replica %d fetches from %d, the log ends at %d: %w", p.topic, p.index, id, fetchOffset, leo, segment.ErrOffsetOutOfRange)
+	}
 	p.repMu.Lock()
+	if id == p.rep.self || !slices.Contains(p.rep.replicas, id) {
+		p.repMu.Unlock()
+		return fmt.Errorf("partition %s-%d: broker %d: %w", p.topic, p.index, id, ErrNotReplica)
+	}
 	f := p.rep.followers[id]
 	if f == nil {
 		f = &replica{}
@@ -116,6 +133,7 @@ func (p *Partition) ReplicaFetched(id int32, fetchOffset, logStart int64) {
 	}
 	p.repMu.Unlock()
 	p.recomputeHWM()
+	return nil
 }
 
 // ReplicaRange returns the offsets a follower holds as its fetches since

@@ -158,11 +158,44 @@ func TestReplicaRange(t *testing.T) {
 	p.SetReplication(1, true, []int32{1, 2}, []int32{1, 2})
 	_, _, ok := p.ReplicaRange(2)
 	require.False(t, ok, "not fetched yet")
-	p.ReplicaFetched(2, 7, 3)
+	for range 4 {
+		mustAppend(t, p, plain(1, 2))
+	}
+	require.NoError(t, p.ReplicaFetched(2, 7, 3))
 	start, end, ok := p.ReplicaRange(2)
 	require.True(t, ok)
 	require.EqualValues(t, 3, start)
 	require.EqualValues(t, 7, end)
 	_, _, ok = p.ReplicaRange(3)
 	require.False(t, ok, "not a replica")
+}
+
+// TestReplicaFetchedRefusesWhatNoFollowerHolds: a fetch offset past the
+// leader's log end, or a broker that is not a follower of the partition,
+// records nothing, so a fake follower cannot raise the high watermark
+// past what the followers hold.
+func TestReplicaFetchedRefusesWhatNoFollowerHolds(t *testing.T) {
+	p, _ := newPartition(t, segment.NewMemFS(), testConfig("replicated"), time.Now)
+	p.SetReplication(1, true, []int32{1, 2, 3}, []int32{1, 2, 3})
+	for range 5 {
+		mustAppend(t, p, plain(1, 2))
+	}
+	require.NoError(t, p.ReplicaFetched(2, 4, 0))
+	require.NoError(t, p.ReplicaFetched(3, 4, 0))
+	require.EqualValues(t, 4, p.HighWatermark())
+
+	require.ErrorIs(t, p.ReplicaFetched(2, 1<<62, 0), segment.ErrOffsetOutOfRange)
+	require.ErrorIs(t, p.ReplicaFetched(3, 11, 0), segment.ErrOffsetOutOfRange)
+	require.ErrorIs(t, p.ReplicaFetched(3, -5, 0), segment.ErrOffsetOutOfRange)
+	require.ErrorIs(t, p.ReplicaFetched(4, 10, 0), ErrNotReplica)
+	require.ErrorIs(t, p.ReplicaFetched(1, 10, 0), ErrNotReplica, "the leader itself")
+	require.EqualValues(t, 4, p.HighWatermark(), "nothing moved")
+	_, end, _ := p.ReplicaRange(2)
+	require.EqualValues(t, 4, end)
+	_, _, ok := p.ReplicaRange(4)
+	require.False(t, ok)
+
+	require.NoError(t, p.ReplicaFetched(2, 10, 0), "the log end itself")
+	require.NoError(t, p.ReplicaFetched(3, 10, 0))
+	require.EqualValues(t, 10, p.HighWatermark())
 }

@@ -1,16 +1,9 @@
 package partition
 
 import (
-	"encoding/binary"
-	"errors"
-	"fmt"
-
-	"github.com/twmb/franz-go/pkg/kgo"
-
+	"github.com/stratamq/strata/brokerfleet/internal/records"
 	"github.com/stratamq/strata/pkg/segment"
 )
-
-var decompressor = kgo.DefaultDecompressor()
 
 // OffsetForTimestamp returns the first committed offset whose record
 // timestamp is at or after ts, with that record's timestamp. ok is false
@@ -35,7 +28,7 @@ func (p *Partition) OffsetForTimestamp(ts int64) (offset, recordTS int64, ok boo
 		}
 		if h.MaxTimestamp >= ts {
 			offset = -1
-			err = eachRecordTimestamp(batch, h, func(off, rts int64) bool {
+			err = eachRecordTimestamp(batch, h, p.cfg.Load().MaxMessageBytes, func(off, rts int64) bool {
 				if off >= start && rts >= ts {
 					offset, recordTS = off, rts
 					return false
@@ -56,13 +49,13 @@ func (p *Partition) OffsetForTimestamp(ts int64) (offset, recordTS int64, ok boo
 
 // FirstRecordAt returns the first record of batch at or after minOffset
 // whose timestamp is at least ts (for batches read from the object tier).
-func FirstRecordAt(batch []byte, ts, minOffset int64) (offset, recordTS int64, ok bool, err error) {
+func (p *Partition) FirstRecordAt(batch []byte, ts, minOffset int64) (offset, recordTS int64, ok bool, err error) {
 	h, err := segment.ParseHeader(batch)
 	if err != nil {
 		return 0, 0, false, err
 	}
 	offset = -1
-	err = eachRecordTimestamp(batch, h, func(off, rts int64) bool {
+	err = eachRecordTimestamp(batch, h, p.cfg.Load().MaxMessageBytes, func(off, rts int64) bool {
 		if off >= minOffset && rts >= ts {
 			offset, recordTS = off, rts
 			return false
@@ -89,11 +82,12 @@ func (p *Partition) MaxTimestamp() (offset, ts int64, ok bool, err error) {
 }
 
 // eachRecordTimestamp calls fn with the offset and timestamp of each record
-// in batch until fn returns false.
-func eachRecordTimestamp(batch []byte, h segment.Header, fn func(off, ts int64) bool) error {
+// in batch until fn returns false. A compressed batch is inflated as a
+// stream, at most records.Bound of max.message.bytes.
+func eachRecordTimestamp(batch []byte, h segment.Header, maxMessageBytes int32, fn func(off, ts int64) bool) error {
 	if h.LogAppendTime() && int64(h.NumRecords) == int64(h.LastOffsetDelta)+1 {
-		// Every record carries the batch's append time (and every offset
-		// has a record: the cleaner removed none).
+		// Every record carries the batch's append time, and every offset
+		// has a record (the cleaner removed none).
 		for i := int64(0); i <= int64(h.LastOffsetDelta); i++ {
 			if !fn(h.BaseOffset+i, h.MaxTimestamp) {
 				return nil
@@ -101,43 +95,11 @@ func eachRecordTimestamp(batch []byte, h segment.Header, fn func(off, ts int64) 
 		}
 		return nil
 	}
-	body := batch[segment.HeaderSize:h.Size()]
-	codec := kgo.CompressionCodecType(h.Compression())
-	if codec != kgo.CodecNone {
-		var err error
-		if body, err = decompressor.Decompress(body, codec); err != nil {
-			return fmt.Errorf("decompress batch at %d: %w", h.BaseOffset, err)
-		}
-	}
-	for i := int32(0); i < h.NumRecords; i++ {
-		length, n := binary.Varint(body)
-		if n <= 0 || length < 0 || int64(len(body)-n) < length {
-			return errBadRecord(h.BaseOffset)
-		}
-		rec := body[n : n+int(length)]
-		body = body[n+int(length):]
-		if len(rec) < 1 {
-			return errBadRecord(h.BaseOffset)
-		}
-		tsDelta, n1 := binary.Varint(rec[1:])
-		if n1 <= 0 {
-			return errBadRecord(h.BaseOffset)
-		}
-		offDelta, n2 := binary.Varint(rec[1+n1:])
-		if n2 <= 0 {
-			return errBadRecord(h.BaseOffset)
-		}
-		ts := h.FirstTimestamp + tsDelta
+	return records.Each(batch, h, records.Bound(maxMessageBytes, len(batch)), records.Offsets, func(r *records.Record) bool {
+		ts := h.FirstTimestamp + r.TimestampDelta
 		if h.LogAppendTime() {
 			ts = h.MaxTimestamp
 		}
-		if !fn(h.BaseOffset+offDelta, ts) {
-			return nil
-		}
-	}
-	return nil
+		return fn(h.BaseOffset+int64(r.OffsetDelta), ts)
+	})
 }
-
-var errRecords = errors.New("malformed records")
-
-func errBadRecord(base int64) error { return fmt.Errorf("batch at %d: %w", base, errRecords) }

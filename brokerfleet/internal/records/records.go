@@ -1,333 +1,262 @@
-// Package records reads and writes the records inside a Kafka RecordBatch
-// v2: decompression bounded by a byte limit (so a small hostile batch
-// cannot make the broker allocate gigabytes), a parser of the record
-// framing that yields offsets, timestamps, keys and whether a value is
-// null, and batches rebuilt from a subset of a batch's records with the
-// original header fields (producer id, epoch, base sequence, base and
-// last offset, timestamps), recompressed with the original codec. The log
-// cleaner rewrites batches with it; the produce path checks keys with it.
+// Package records reads the records inside a RecordBatch v2 for the few
+// places the broker must look into a batch (schema validation and the key
+// check of compacted topics on produce, ListOffsets by timestamp), and
+// rebuilds batches from a subset of their records for the log cleaner of
+// compacted topics (rebuild.go). A compressed batch is inflated as a stream and
+// parsed record by record, so what a batch costs in memory is the codec's
+// state (a zstd window, an lz4 block, a snappy chunk), never the inflated
+// size; and the stream is cut once it has produced more than a limit
+// (Bound: a multiple of max.message.bytes), so a small batch that inflates
+// to gigabytes (a "zip bomb") costs at most the limit in CPU. At most
+// GOMAXPROCS batches are inflated at once, so many concurrent requests
+// cannot multiply the codec state either.
+//
+// Errors are ErrTooLarge (the batch inflates past the limit) and
+// ErrMalformed (the codec's stream does not decode, or the records do not
+// parse, or their count or lengths disagree with the batch); Kafka answers
+// both INVALID_RECORD.
 package records
 
 import (
-	"bytes"
-	"compress/gzip"
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
-	"sync"
-
-	"github.com/klauspost/compress/s2"
-	"github.com/klauspost/compress/zstd"
-	"github.com/pierrec/lz4/v4"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/stratamq/strata/pkg/segment"
 )
 
-// ErrTooLarge is returned when a batch's records would decompress to more
-// than the limit given.
-var ErrTooLarge = errors.New("records: decompressed batch exceeds the limit")
+// Factor is the multiple of max.message.bytes a batch may inflate to.
+// Kafka itself has no such bound; 16 leaves room for text that compresses
+// well (producers limit batches by their uncompressed size, except the Java
+// producer, which estimates the compressed size) and caps a bomb's CPU at
+// about 10-50 ms per MiB of max.message.bytes.
+const Factor = 16
 
-// ErrMalformed is returned when the records of a batch do not parse.
-var ErrMalformed = errors.New("records: malformed record")
+// Bound returns how many bytes a batch of batchLen bytes, stored or
+// produced under max.message.bytes = maxMessageBytes, may inflate to:
+// Factor times the larger of the two (a batch stored before the topic's
+// limit was lowered keeps the bound it was accepted under).
+func Bound(maxMessageBytes int32, batchLen int) int64 {
+	return Factor * max(int64(maxMessageBytes), int64(batchLen), 1)
+}
 
-// Attribute bits of the batch header (Kafka's DefaultRecordBatch).
-const (
-	attrCompression   = 0x07
-	attrDeleteHorizon = 0x40 // KIP-534: FirstTimestamp holds the delete horizon
-	offAttributes     = 21
-	offFirstTimestamp = 27
-	offLength         = 8
-	offNumRecords     = 57
-	offCRC            = 17
-	lengthPrefix      = 12
+// Errors of Each.
+var (
+	// ErrTooLarge is returned when a batch inflates to more than the limit.
+	ErrTooLarge = errors.New("record batch inflates past its bound")
+	// ErrMalformed is returned when a batch's records cannot be read.
+	ErrMalformed = errors.New("malformed records")
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+// ValuePrefix is how many leading bytes of a record's value Each keeps.
+const ValuePrefix = 8
 
-// Body returns the records section of batch (whose header is h),
-// decompressed, failing with ErrTooLarge past limit bytes. An uncompressed
-// batch's body is a subslice of batch.
-func Body(batch []byte, h segment.Header, limit int) ([]byte, error) {
-	raw := batch[segment.HeaderSize:h.Size()]
-	codec := h.Compression()
-	if codec == 0 {
-		return raw, nil
-	}
-	var r io.Reader
-	switch kgo.CompressionCodecType(codec) {
-	case kgo.CodecGzip:
-		zr, err := gzip.NewReader(bytes.NewReader(raw))
-		if err != nil {
-			return nil, fmt.Errorf("%w: gzip: %v", ErrMalformed, err)
-		}
-		r = zr
-	case kgo.CodecSnappy:
-		return snappyBody(raw, limit)
-	case kgo.CodecLz4:
-		r = lz4.NewReader(bytes.NewReader(raw))
-	case kgo.CodecZstd:
-		zr, _ := zstdPool.Get().(*zstd.Decoder)
-		if zr == nil {
-			var err error
-			// The output is bounded below; the window the decoder may
-			// allocate is bounded here.
-			if zr, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
-				zstd.WithDecoderMaxWindow(64<<20)); err != nil {
-				return nil, fmt.Errorf("%w: zstd: %v", ErrMalformed, err)
-			}
-		}
-		if err := zr.Reset(bytes.NewReader(raw)); err != nil {
-			return nil, fmt.Errorf("%w: zstd: %v", ErrMalformed, err)
-		}
-		defer func() {
-			_ = zr.Reset(nil)
-			zstdPool.Put(zr)
-		}()
-		r = zr
-	default:
-		return nil, fmt.Errorf("%w: unknown compression codec %d", ErrMalformed, codec)
-	}
-	var out bytes.Buffer
-	n, err := out.ReadFrom(io.LimitReader(r, int64(limit)+1))
-	if n > int64(limit) {
-		return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit)
-	}
-	if err != nil {
-		if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {
-			return nil, fmt.Errorf("%w: %v", ErrTooLarge, err)
-		}
-		return nil, fmt.Errorf("%w: decompress: %v", ErrMalformed, err)
-	}
-	return out.Bytes(), nil
-}
-
-// zstdPool holds stream decoders (costly to make) between batches.
-var zstdPool sync.Pool
-
-// xerialHeader starts snappy data in the Java client's framed format.
-var xerialHeader = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
-
-// snappyBody decodes raw snappy or xerial-framed snappy, checking each
-// block's declared length before decoding it.
-func snappyBody(raw []byte, limit int) ([]byte, error) {
-	decode := func(dst, block []byte) ([]byte, error) {
-		n, err := s2.DecodedLen(block)
-		if err != nil {
-			return nil, fmt.Errorf("%w: snappy: %v", ErrMalformed, err)
-		}
-		if len(dst)+n > limit {
-			return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit)
-		}
-		out, err := s2.Decode(nil, block)
-		if err != nil {
-			return nil, fmt.Errorf("%w: snappy: %v", ErrMalformed, err)
-		}
-		return append(dst, out...), nil
-	}
-	if !bytes.HasPrefix(raw, xerialHeader) {
-		return decode(nil, raw)
-	}
-	if len(raw) < 16 {
-		return nil, fmt.Errorf("%w: xerial snappy header", ErrMalformed)
-	}
-	var out []byte
-	for rest := raw[16:]; len(rest) > 0; {
-		if len(rest) < 4 {
-			return nil, fmt.Errorf("%w: xerial snappy block length", ErrMalformed)
-		}
-		n := int(binary.BigEndian.Uint32(rest))
-		if n < 0 || n > len(rest)-4 {
-			return nil, fmt.Errorf("%w: xerial snappy block of %d bytes", ErrMalformed, n)
-		}
-		var err error
-		if out, err = decode(out, rest[4:4+n]); err != nil {
-			return nil, err
-		}
-		rest = rest[4+n:]
-	}
-	return out, nil
-}
-
-// Record is one record of a batch, as Each yields it.
+// Record is what Each reports of one record.
 type Record struct {
-	Offset    int64
-	Timestamp int64
-	Key       []byte // nil: a null key
-	Null      bool   // the value is null: a tombstone
-	Raw       []byte // the whole record, its length prefix included
-	// tail is Raw from the offset delta on (for re-encoding timestamps).
-	tail []byte
-	attr byte
+	Index          int32 // position in the batch, from 0
+	OffsetDelta    int32
+	TimestampDelta int64
+	// With Values: the key's length (-1 for null), the value's length
+	// (-1 for null) and its first bytes (up to ValuePrefix; valid only
+	// until fn returns).
+	KeyLen   int32
+	ValueLen int32
+	Value    []byte
 }
 
-// Each calls fn for every record of body (a batch's decompressed records
-// section; h its header) in order. Record slices point into body. It checks
-// that there are exactly h.NumRecords records, each inside the batch's
-// offsets, and stops at the first error fn returns.
-func Each(body []byte, h segment.Header, fn func(r Record) error) error {
-	base := h.FirstTimestamp // with a delete horizon too: deltas follow the field
-	for i := int32(0); i < h.NumRecords; i++ {
-		length, n := binary.Varint(body)
-		if n <= 0 || length < 1 || length > int64(len(body)-n) {
-			return fmt.Errorf("%w: record %d length", ErrMalformed, i)
-		}
-		rec := body[n : n+int(length)]
-		raw := body[:n+int(length)]
-		body = body[n+int(length):]
-		r := Record{Raw: raw, attr: rec[0]}
-		p := rec[1:]
-		tsDelta, k := binary.Varint(p)
-		if k <= 0 {
-			return fmt.Errorf("%w: record %d timestamp", ErrMalformed, i)
-		}
-		p = p[k:]
-		r.tail = p
-		offDelta, k := binary.Varint(p)
-		if k <= 0 || offDelta < 0 || offDelta > int64(h.LastOffsetDelta) {
-			return fmt.Errorf("%w: record %d offset delta", ErrMalformed, i)
-		}
-		p = p[k:]
-		keyLen, k := binary.Varint(p)
-		if k <= 0 || keyLen < -1 || keyLen > int64(len(p)-k) {
-			return fmt.Errorf("%w: record %d key", ErrMalformed, i)
-		}
-		p = p[k:]
-		if keyLen >= 0 {
-			r.Key = p[:keyLen:keyLen]
-			p = p[keyLen:]
-		}
-		valLen, k := binary.Varint(p)
-		if k <= 0 || valLen < -1 || valLen > int64(len(p)-k) {
-			return fmt.Errorf("%w: record %d value", ErrMalformed, i)
-		}
-		r.Null = valLen < 0
-		r.Offset = h.BaseOffset + offDelta
-		r.Timestamp = base + tsDelta
-		if err := fn(r); err != nil {
-			return err
-		}
+// Fields says how much of each record Each parses.
+type Fields int
+
+const (
+	// Offsets parses the attributes, timestamp delta and offset delta and
+	// skips the rest by the record's length.
+	Offsets Fields = iota
+	// Values also parses the key, the value and the headers, checks that
+	// they fill the record exactly, and that nothing follows the last
+	// record.
+	Values
+)
+
+// Each calls fn for each record of batch (h is its parsed header) in order
+// until fn returns false. limit bounds the bytes a compressed batch may
+// inflate to (see Bound); an uncompressed batch is read in place.
+func Each(batch []byte, h segment.Header, limit int64, fields Fields, fn func(*Record) bool) error {
+	if h.Size() > len(batch) || h.Size() < segment.HeaderSize {
+		return fmt.Errorf("batch at %d: %d bytes of %d: %w", h.BaseOffset, len(batch), h.Size(), ErrMalformed)
 	}
-	if len(body) != 0 {
-		return fmt.Errorf("%w: %d bytes after the last record", ErrMalformed, len(body))
+	body := batch[segment.HeaderSize:h.Size()]
+	in, release, err := inflate(body, h.Compression(), limit)
+	if err != nil {
+		return fmt.Errorf("batch at %d: %w", h.BaseOffset, err)
+	}
+	defer release()
+	if err := each(in, h.NumRecords, limit, fields, fn); err != nil {
+		return fmt.Errorf("batch at %d: %w", h.BaseOffset, err)
 	}
 	return nil
 }
 
-// DeleteHorizon returns the delete horizon a cleaner stamped into the
-// batch (KIP-534), if any.
-func DeleteHorizon(h segment.Header) (int64, bool) {
-	if h.Attributes&attrDeleteHorizon == 0 {
-		return 0, false
-	}
-	return h.FirstTimestamp, true
-}
-
-// Builder rebuilds one batch from a subset of its records.
-type Builder struct {
-	body      []byte
-	n         int32
-	comp      kgo.Compressor
-	compCodec kgo.CompressionCodecType
-	cbuf      bytes.Buffer
-}
-
-// compressors by codec, made on first use.
-var compressors = map[kgo.CompressionCodecType]func() kgo.CompressionCodec{
-	kgo.CodecGzip:   kgo.GzipCompression,
-	kgo.CodecSnappy: kgo.SnappyCompression,
-	kgo.CodecLz4:    kgo.Lz4Compression,
-	kgo.CodecZstd:   kgo.ZstdCompression,
-}
-
-// Reset starts a new batch.
-func (b *Builder) Reset() { b.body, b.n = b.body[:0], 0 }
-
-// Add keeps a record (as Each yielded it) in the batch being built.
-func (b *Builder) Add(r Record) {
-	b.body = append(b.body, r.Raw...)
-	b.n++
-}
-
-// AddRebased keeps a record whose timestamp delta must now be relative to
-// firstTs (the batch's FirstTimestamp changed: a delete horizon).
-func (b *Builder) AddRebased(r Record, firstTs int64) {
-	var rec []byte
-	rec = append(rec, r.attr)
-	rec = binary.AppendVarint(rec, r.Timestamp-firstTs)
-	rec = append(rec, r.tail...)
-	b.body = binary.AppendVarint(b.body, int64(len(rec)))
-	b.body = append(b.body, rec...)
-	b.n++
-}
-
-// Len returns the number of records added since Reset.
-func (b *Builder) Len() int32 { return b.n }
-
-// Build appends to dst the batch h with the records added: the header's
-// offsets, leader epoch, producer fields, timestamps and flags as in h
-// (FirstTimestamp replaced by horizon, with the delete horizon flag, when
-// horizon >= 0), compressed with h's codec, with a new length, record
-// count and CRC. With no records added it is Kafka's empty batch: header
-// only, uncompressed, FirstTimestamp = MaxTimestamp (or the horizon).
-func (b *Builder) Build(dst []byte, hdr []byte, h segment.Header, horizon int64) ([]byte, error) {
-	start := len(dst)
-	dst = append(dst, hdr[:segment.HeaderSize]...)
-	out := dst[start:]
-	attrs := uint16(h.Attributes)
-	body := b.body
-	if b.n == 0 {
-		attrs &^= attrCompression | attrDeleteHorizon
-		binary.BigEndian.PutUint64(out[offFirstTimestamp:], uint64(h.MaxTimestamp))
-		body = nil
-	} else if codec := kgo.CompressionCodecType(h.Compression()); codec != kgo.CodecNone {
-		mk, ok := compressors[codec]
-		if !ok {
-			return dst[:start], fmt.Errorf("%w: unknown compression codec %d", ErrMalformed, codec)
+// each parses count records from in; none may be longer than limit.
+func each(in *bufio.Reader, count int32, limit int64, fields Fields, fn func(*Record) bool) error {
+	var rec Record
+	var prefix [ValuePrefix]byte
+	for i := int32(0); i < count; i++ {
+		rec = Record{Index: i}
+		length, err := binary.ReadVarint(in)
+		if err != nil {
+			return malformed(i, "length", err)
 		}
-		if b.comp == nil || b.compCodec != codec {
-			c, err := kgo.DefaultCompressor(mk())
-			if err != nil {
-				return dst[:start], err
+		if length <= 0 || length > 1<<31-1 {
+			return malformed(i, fmt.Sprintf("length %d", length), nil)
+		}
+		if length > limit {
+			// It cannot fit: refused before it is inflated.
+			return fmt.Errorf("record %d: length %d: %w", i, length, ErrTooLarge)
+		}
+		r := &recordReader{in: in, left: length}
+		if _, err := r.byte(); err != nil { // attributes
+			return malformed(i, "attributes", err)
+		}
+		if rec.TimestampDelta, err = r.varint(); err != nil {
+			return malformed(i, "timestamp delta", err)
+		}
+		od, err := r.varint()
+		if err != nil || od < 0 || od > 1<<31-1 {
+			return malformed(i, "offset delta", err)
+		}
+		rec.OffsetDelta = int32(od)
+		if fields == Values {
+			if rec.KeyLen, err = r.bytes(nil); err != nil {
+				return malformed(i, "key", err)
 			}
-			b.comp, b.compCodec = c, codec
+			n, err := r.bytes(prefix[:])
+			if err != nil {
+				return malformed(i, "value", err)
+			}
+			rec.ValueLen, rec.Value = n, prefix[:max(min(n, ValuePrefix), 0)]
+			headers, err := r.varint()
+			if err != nil || headers < 0 || headers > r.left {
+				return malformed(i, "header count", err)
+			}
+			for j := int64(0); j < headers; j++ {
+				if _, err := r.bytes(nil); err != nil {
+					return malformed(i, "header key", err)
+				}
+				if _, err := r.bytes(nil); err != nil {
+					return malformed(i, "header value", err)
+				}
+			}
+			if r.left != 0 {
+				return malformed(i, fmt.Sprintf("%d bytes past its fields", r.left), nil)
+			}
+			if !fn(&rec) {
+				return nil
+			}
+			continue
 		}
-		b.cbuf.Reset()
-		c, used := b.comp.Compress(&b.cbuf, body)
-		if used != codec {
-			return dst[:start], fmt.Errorf("records: compress with codec %d failed", codec)
+		// Offsets: answer before the body is inflated past.
+		if !fn(&rec) {
+			return nil
 		}
-		body = c
+		if err := r.skip(r.left); err != nil {
+			return malformed(i, "body", err)
+		}
 	}
-	if horizon >= 0 {
-		attrs |= attrDeleteHorizon
-		binary.BigEndian.PutUint64(out[offFirstTimestamp:], uint64(horizon))
+	if fields == Values {
+		if _, err := in.ReadByte(); err == nil {
+			return fmt.Errorf("bytes follow the last of %d records: %w", count, ErrMalformed)
+		} else if !errors.Is(err, io.EOF) {
+			return readErr(err)
+		}
 	}
-	binary.BigEndian.PutUint16(out[offAttributes:], attrs)
-	binary.BigEndian.PutUint32(out[offNumRecords:], uint32(b.n))
-	dst = append(dst, body...)
-	out = dst[start:]
-	binary.BigEndian.PutUint32(out[offLength:], uint32(len(out)-lengthPrefix))
-	binary.BigEndian.PutUint32(out[offCRC:], crc32.Checksum(out[offAttributes:], castagnoli))
-	return dst, nil
+	return nil
 }
 
-// CheckKeys returns an error naming the first record of batch (header h)
-// without a key: a compacted topic refuses them (INVALID_RECORD in Kafka
-// 4). limit bounds the decompressed size.
-func CheckKeys(batch []byte, h segment.Header, limit int) error {
-	body, err := Body(batch, h, limit)
-	if err != nil {
+// recordReader reads the fields of one record, never past its length.
+type recordReader struct {
+	in   *bufio.Reader
+	left int64
+}
+
+var errShort = errors.New("field runs past the record")
+
+func (r *recordReader) byte() (byte, error) {
+	if r.left < 1 {
+		return 0, errShort
+	}
+	r.left--
+	return r.in.ReadByte()
+}
+
+func (r *recordReader) varint() (int64, error) {
+	var u uint64
+	for shift := uint(0); shift < 64; shift += 7 {
+		c, err := r.byte()
+		if err != nil {
+			return 0, err
+		}
+		u |= uint64(c&0x7f) << shift
+		if c < 0x80 {
+			return int64(u>>1) ^ -int64(u&1), nil
+		}
+	}
+	return 0, errors.New("varint overflows 64 bits")
+}
+
+// bytes reads a length-prefixed field, copying its first bytes into keep,
+// and returns its length (-1: null).
+func (r *recordReader) bytes(keep []byte) (int32, error) {
+	n, err := r.varint()
+	switch {
+	case err != nil:
+		return 0, err
+	case n == -1:
+		return -1, nil
+	case n < 0 || n > r.left:
+		return 0, errShort
+	}
+	k := min(int64(len(keep)), n)
+	if _, err := io.ReadFull(r.in, keep[:k]); err != nil {
+		return 0, err
+	}
+	r.left -= k
+	return int32(n), r.skip(n - k)
+}
+
+func (r *recordReader) skip(n int64) error {
+	if n > r.left {
+		return errShort
+	}
+	for n > 0 {
+		step := int(min(n, 1<<20))
+		d, err := r.in.Discard(step)
+		n -= int64(d)
+		r.left -= int64(d)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// malformed describes a record that does not parse; a read error that is
+// not the stream ending early (the bound, a codec failure) keeps its kind.
+func malformed(i int32, what string, err error) error {
+	switch {
+	case err == nil, errors.Is(err, errShort):
+		return fmt.Errorf("record %d: %s: %w", i, what, ErrMalformed)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("record %d: %s: the batch ends early: %w", i, what, ErrMalformed)
+	}
+	return fmt.Errorf("record %d: %s: %w", i, what, readErr(err))
+}
+
+// readErr keeps ErrTooLarge and makes any other stream failure malformed.
+func readErr(err error) error {
+	if errors.Is(err, ErrTooLarge) || errors.Is(err, ErrMalformed) {
 		return err
 	}
-	i := 0
-	return Each(body, h, func(r Record) error {
-		if r.Key == nil {
-			return fmt.Errorf("record %d has no key", i)
-		}
-		i++
-		return nil
-	})
+	return fmt.Errorf("%w: %v", ErrMalformed, err)
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/stratamq/strata/pkg/metastore"
@@ -48,9 +50,21 @@ type Config struct {
 	Authorizer bool
 	// SuperUsers bypass ACLs ("User:admin").
 	SuperUsers []string
+	// AllowSASLWithoutAuthorizer lets SASL listeners run without
+	// Authorizer, where every authenticated user may do everything but
+	// manage credentials (which then needs a super user).
+	AllowSASLWithoutAuthorizer bool
 	// AuthFailureDelay is how long a failed SASL authentication waits before
 	// it is answered and the connection closed; 0 means one second.
 	AuthFailureDelay time.Duration
+	// AuthFailureLimit is how many failed SASL logins a client address may
+	// have in a burst, and per minute after it; further logins from it are
+	// refused until it has room again. 0 means DefaultAuthFailureLimit.
+	AuthFailureLimit int
+	// MaxReauth is Kafka's connections.max.reauth.ms: how long a SASL login
+	// is good for before the client must re-authenticate on its connection
+	// (KIP-368). 0 means logins do not expire.
+	MaxReauth time.Duration
 }
 
 // Listener is one named listener.
@@ -123,8 +137,17 @@ func (s *Config) Validate() []error {
 			errs = append(errs, errors.New("inter-broker-sasl: no user"))
 		}
 	}
+	if s.SASL() && !s.Authorizer && !s.AllowSASLWithoutAuthorizer {
+		errs = append(errs, errors.New("authorizer: a SASL listener without -authorizer lets every authenticated user do everything; set -authorizer (and -super-users), or -allow-sasl-without-authorizer to run it so anyway"))
+	}
 	if s.AuthFailureDelay < 0 {
 		errs = append(errs, fmt.Errorf("auth-failure-delay: %v is negative", s.AuthFailureDelay))
+	}
+	if s.AuthFailureLimit < 0 {
+		errs = append(errs, fmt.Errorf("auth-failure-limit: %d is negative", s.AuthFailureLimit))
+	}
+	if s.MaxReauth < 0 {
+		errs = append(errs, fmt.Errorf("connections-max-reauth: %v is negative", s.MaxReauth))
 	}
 	return errs
 }
@@ -165,6 +188,24 @@ func (s *Config) Advertised(defaultAddr string) map[string]string {
 		m[l.Name] = adv
 	}
 	return m
+}
+
+// IsSuperUser reports whether principal is listed in SuperUsers.
+func (s *Config) IsSuperUser(principal string) bool {
+	return slices.ContainsFunc(s.SuperUsers, func(u string) bool { return strings.TrimSpace(u) == principal })
+}
+
+// SASL reports whether some listener uses SASL.
+func (s *Config) SASL() bool {
+	return slices.ContainsFunc(s.Listeners, func(l Listener) bool { return len(l.SASLMechanisms) > 0 })
+}
+
+// Authenticates reports whether some listener authenticates clients: with
+// SASL, or with client certificates.
+func (s *Config) Authenticates() bool {
+	return slices.ContainsFunc(s.Listeners, func(l Listener) bool {
+		return len(l.SASLMechanisms) > 0 || (l.TLS != nil && l.TLS.ClientAuth >= tls.VerifyClientCertIfGiven)
+	})
 }
 
 // Enabled reports whether connections need a Session: ACLs, TLS,

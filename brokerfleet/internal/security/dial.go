@@ -49,14 +49,69 @@ func (s *Config) Dialer(base wire.DialFunc, self int32) wire.DialFunc {
 			c = tc
 		}
 		if sec.InterBrokerSASL != nil {
-			if err := Authenticate(ctx, wire.NewConn(c, fmt.Sprintf("strata-replica-%d", self), 0, 4<<10), *sec.InterBrokerSASL); err != nil {
+			rc := &reauthConn{Conn: c, cred: *sec.InterBrokerSASL, clientID: fmt.Sprintf("strata-replica-%d", self)}
+			if err := rc.login(ctx); err != nil {
 				c.Close()
 				return nil, fmt.Errorf("sasl to %s: %w", addr, err)
 			}
+			c = rc
 		}
 		return c, nil
 	}
 }
+
+// reauthConn is a connection to another broker that logs in again before
+// its login runs out (KIP-368), so that a leader with MaxReauth set does
+// not cut its followers off. It relies on how wire.Conn uses a connection:
+// one request at a time, each written with one Write once the previous
+// answer was read, so at a Write nothing is in flight and the SASL
+// exchange can run there, on the same connection, before the request.
+type reauthConn struct {
+	net.Conn
+	cred     SASLCredentials
+	clientID string
+	renewAt  time.Time // zero: the login does not expire
+	deadline time.Time // the caller's, restored after a renewal
+}
+
+// login authenticates and schedules the renewal, a margin before the
+// lifetime the leader gave runs out: 15% of it (the Java client renews
+// between 85% and 95%), at least 5 s (a fetch may wait at the leader
+// between two writes), at most half the lifetime.
+func (c *reauthConn) login(ctx context.Context) error {
+	lifetime, err := Authenticate(ctx, wire.NewConn(c.Conn, c.clientID, 0, 4<<10), c.cred)
+	c.renewAt = time.Time{}
+	if err == nil && lifetime > 0 {
+		margin := max(lifetime*15/100, min(lifetime/2, 5*time.Second))
+		c.renewAt = time.Now().Add(lifetime - margin)
+	}
+	return err
+}
+
+// SetDeadline records the caller's deadline (a renewal restores it).
+func (c *reauthConn) SetDeadline(t time.Time) error {
+	c.deadline = t
+	return c.Conn.SetDeadline(t)
+}
+
+// Write renews the login when it is due, then writes p.
+func (c *reauthConn) Write(p []byte) (int, error) {
+	if !c.renewAt.IsZero() && !time.Now().Before(c.renewAt) {
+		ctx, cancel := context.WithTimeout(context.Background(), reauthTimeout)
+		err := c.login(ctx)
+		cancel()
+		if err == nil {
+			err = c.Conn.SetDeadline(c.deadline)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("sasl re-authentication: %w", err)
+		}
+	}
+	return c.Conn.Write(p)
+}
+
+// reauthTimeout bounds a renewal.
+const reauthTimeout = 10 * time.Second
 
 // ClientOpts are the franz-go options for a broker's own clients of the
 // cluster (the metrics lag refresher's): the inter-broker listener's TLS
@@ -80,10 +135,11 @@ func (s *Config) ClientOpts() []kgo.Opt {
 	return opts
 }
 
-// Authenticate logs a fresh connection to another broker in with cred
-// (SaslHandshake v1, then SaslAuthenticate v1 steps). Its deadline is
-// ctx's, or metaTimeout.
-func Authenticate(ctx context.Context, pc *wire.Conn, cred SASLCredentials) error {
+// Authenticate logs a connection to another broker in with cred
+// (SaslHandshake v1, then SaslAuthenticate v1 steps), or again when it
+// was logged in already, and returns the login's lifetime (0: it does not
+// expire). Its deadline is ctx's, or 10 s.
+func Authenticate(ctx context.Context, pc *wire.Conn, cred SASLCredentials) (time.Duration, error) {
 	timeout := 10 * time.Second
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
@@ -93,11 +149,12 @@ func Authenticate(ctx context.Context, pc *wire.Conn, cred SASLCredentials) erro
 	hs.Version, hs.Mechanism = 1, cred.Mechanism
 	r, err := pc.Do(hs, timeout)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if err := kerr.ErrorForCode(r.(*kmsg.SASLHandshakeResponse).ErrorCode); err != nil {
-		return err
+		return 0, err
 	}
+	var lifetime time.Duration
 	step := func(in []byte) ([]byte, error) {
 		req := kmsg.NewPtrSASLAuthenticateRequest()
 		req.Version, req.SASLAuthBytes = 1, in
@@ -109,11 +166,12 @@ func Authenticate(ctx context.Context, pc *wire.Conn, cred SASLCredentials) erro
 		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
 			return nil, err
 		}
+		lifetime = time.Duration(resp.SessionLifetimeMillis) * time.Millisecond
 		return resp.SASLAuthBytes, nil
 	}
 	if cred.Mechanism == MechPlain {
 		_, err := step([]byte("\x00" + cred.User + "\x00" + cred.Password))
-		return err
+		return lifetime, err
 	}
 	hg := xscram.SHA256
 	if cred.Mechanism == MechSCRAM512 {
@@ -121,7 +179,7 @@ func Authenticate(ctx context.Context, pc *wire.Conn, cred SASLCredentials) erro
 	}
 	cl, err := hg.NewClient(cred.User, cred.Password, "")
 	if err != nil {
-		return err
+		return 0, err
 	}
 	conv := cl.NewConversation()
 	msg, err := conv.Step("")
@@ -134,5 +192,5 @@ func Authenticate(ctx context.Context, pc *wire.Conn, cred SASLCredentials) erro
 	if err == nil && !conv.Valid() {
 		err = errors.New("server signature invalid")
 	}
-	return err
+	return lifetime, err
 }

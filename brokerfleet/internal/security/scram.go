@@ -23,10 +23,14 @@ import (
 
 var errSCRAM = errors.New("scram")
 
-// scramServer is one server conversation.
+// scramServer is one server conversation. A user without a credential
+// for the mechanism gets fake's credential instead, so that the
+// conversation looks the same as a real user's and fails at the
+// client-final message exactly as a wrong password does.
 type scramServer struct {
 	mech   string
 	lookup func(user string) (metastore.ScramCredential, error)
+	fake   func(user, mech string) metastore.ScramCredential
 
 	step        int
 	user        string
@@ -36,6 +40,7 @@ type scramServer struct {
 	firstBare   string // client-first-message-bare
 	serverFirst string
 	cred        metastore.ScramCredential
+	unknown     bool // cred is fake: the user has no credential
 }
 
 // scramFields splits a message into its attributes.
@@ -120,11 +125,14 @@ func (s *scramServer) first(in string) (string, bool, error) {
 	if authz != "" && authz != user {
 		return "", false, fmt.Errorf("%w: user %q may not act as %q", errSCRAM, user, authz)
 	}
-	if s.cred, err = s.lookup(user); err != nil {
-		return "", false, fmt.Errorf("%w: user %q: %v", errSCRAM, user, err)
-	}
-	if _, ok := metastore.ScramHash(s.cred.Mechanism); !ok || s.cred.Mechanism != s.mech {
-		return "", false, fmt.Errorf("%w: user %q has no %s credential", errSCRAM, user, s.mech)
+	s.cred, err = s.lookup(user)
+	switch {
+	case errors.Is(err, metastore.ErrNotFound):
+		s.cred, s.unknown = s.fake(user, s.mech), true
+	case err != nil: // the store failed: not the user's fault, nothing to hide
+		return "", false, fmt.Errorf("%w: user %q: %w", errSCRAM, user, err)
+	case s.cred.Mechanism != s.mech:
+		s.cred, s.unknown = s.fake(user, s.mech), true
 	}
 	var nb [24]byte
 	_, _ = rand.Read(nb[:])
@@ -171,8 +179,8 @@ func (s *scramServer) final(in string) (string, bool, error) {
 	}
 	sum := h()
 	sum.Write(clientKey)
-	if !hmac.Equal(sum.Sum(nil), s.cred.StoredKey) {
-		return "", false, fmt.Errorf("%w: user %q: wrong password", errSCRAM, s.user)
+	if !hmac.Equal(sum.Sum(nil), s.cred.StoredKey) || s.unknown {
+		return "", false, badCredentials(s.user, s.unknown)
 	}
 	return "v=" + base64.StdEncoding.EncodeToString(scramHMAC(h, s.cred.ServerKey, authMsg)), true, nil
 }

@@ -47,7 +47,7 @@ func runSCRAM(t *testing.T, mech, user, pass string, mangle func(final, clientNo
 		return err
 	}
 	conv := cl.NewConversation()
-	srv := &scramServer{mech: mech, lookup: credLookup(t, mech, creds...)}
+	srv := &scramServer{mech: mech, lookup: credLookup(t, mech, creds...), fake: newFakes(nil).credential}
 	first, _ := conv.Step("")
 	sfirst, _, err := srv.next(first)
 	if err != nil {
@@ -126,14 +126,15 @@ func FuzzSASL(f *testing.F) {
 	f.Add("PLAIN", []byte("\x00alice\x00secret"), []byte{})
 	f.Add("PLAIN", []byte("alice\x00alice\x00wrong"), []byte("\x00\x00"))
 	f.Add("GSSAPI", []byte{0xff, 0xfe}, []byte("n=,r=,"))
+	auth := NewAuthenticator(AuthOptions{Credentials: meta, FailureLimit: 1 << 30})
 	f.Fuzz(func(t *testing.T, mech string, first, second []byte) {
 		l := &Listener{Name: "SASL", SASLMechanisms: []string{MechPlain, MechSCRAM256, MechSCRAM512}, AllowPlainWithoutTLS: true}
-		s := &Session{listener: l, principal: AnonymousUser}
+		s := &Session{listener: l, principal: AnonymousUser, now: time.Now}
 		if s.Handshake(mech, 1) != 0 {
 			return // unsupported mechanism: closed
 		}
 		for _, in := range [][]byte{first, second} {
-			if _, done, err := s.Step(context.Background(), meta, in); err != nil || done {
+			if _, done, err := s.Step(context.Background(), auth, in); err != nil || done {
 				break
 			}
 		}
@@ -146,7 +147,7 @@ func FuzzSASL(f *testing.F) {
 // librdkafkaStyleSCRAM logs in the way librdkafka before 2.6.1 does: its
 // client-final nonce is its own nonce followed by the server's whole nonce.
 func librdkafkaStyleSCRAM(mech, user, encodedUser, pass string, c metastore.ScramCredential) error {
-	srv := &scramServer{mech: mech, lookup: func(string) (metastore.ScramCredential, error) { return c, nil }}
+	srv := &scramServer{mech: mech, lookup: func(string) (metastore.ScramCredential, error) { return c, nil }, fake: newFakes(nil).credential}
 	cnonce := "cnonce-123"
 	bare := "n=" + encodedUser + ",r=" + cnonce
 	sfirst, _, err := srv.next("n,," + bare)

@@ -513,7 +513,7 @@ func (tg *Manager) OffsetForTimestamp(ctx context.Context, id metastore.TopicID,
 	if err != nil || !found {
 		return 0, 0, false, err
 	}
-	return partition.FirstRecordAt(batch, ts, p.LogStartOffset())
+	return p.FirstRecordAt(batch, ts, p.LogStartOffset())
 }
 
 // DeleteRecords applies DeleteRecords to a led tiered partition: the local

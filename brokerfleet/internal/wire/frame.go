@@ -24,11 +24,12 @@ var ErrFrameTooLarge = errors.New("request frame too large")
 // frameChunk bounds how much is allocated ahead of bytes actually received,
 // so a hostile length prefix cannot make the broker allocate memory the
 // peer never sends.
-const frameChunk = 1 << 20
+const frameChunk = 64 << 10
 
 // ReadFrame reads one size-prefixed frame. A negative size or one above limit
 // fails before anything is allocated; a large frame's buffer grows only as
-// its bytes arrive (to at most eight times what arrived).
+// its bytes arrive (to at most eight times what arrived, after the first
+// 64 KiB).
 func ReadFrame(r io.Reader, limit int32) ([]byte, error) {
 	return ReadFrameInto(r, limit, nil, 0)
 }
@@ -38,34 +39,72 @@ func ReadFrame(r io.Reader, limit int32) ([]byte, error) {
 // those are read into buf if it is large enough, else into one buffer of
 // their exact size, with nothing grown or copied.
 func ReadFrameInto(r io.Reader, limit int32, buf []byte, eager int) ([]byte, error) {
-	var sz [4]byte
-	if _, err := io.ReadFull(r, sz[:]); err != nil {
+	size, err := ReadSize(r, limit)
+	if err != nil {
 		return nil, err
 	}
+	return readBody(r, size, buf, eager, nil)
+}
+
+// ReadSize reads a frame's size prefix, checked against limit (a negative
+// size or one above limit is ErrFrameTooLarge). ReadBody reads the rest.
+func ReadSize(r io.Reader, limit int32) (int, error) {
+	var sz [4]byte
+	if _, err := io.ReadFull(r, sz[:]); err != nil {
+		return 0, err
+	}
+	return CheckSize(sz, limit)
+}
+
+// CheckSize decodes and checks a size prefix read by the caller.
+func CheckSize(sz [4]byte, limit int32) (int, error) {
 	n := int32(binary.BigEndian.Uint32(sz[:]))
 	if n < 0 || n > limit {
-		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrFrameTooLarge, n, limit)
+		return 0, fmt.Errorf("%w: %d bytes, the limit is %d", ErrFrameTooLarge, n, limit)
 	}
-	size := int(n)
+	return int(n), nil
+}
+
+// ReadBody reads a frame of size bytes whose size prefix was read; its
+// buffer grows only as bytes arrive, as ReadFrame's does. grow (if not
+// nil) is told, before each step allocates, by how many bytes the frame's
+// buffer is about to grow (the steps add up to size); an error from it
+// ends the read.
+func ReadBody(r io.Reader, size int, grow func(n int) error) ([]byte, error) {
+	return readBody(r, size, nil, 0, grow)
+}
+
+func readBody(r io.Reader, size int, buf []byte, eager int, grow func(int) error) ([]byte, error) {
 	switch {
 	case size <= cap(buf):
 		buf = buf[:size]
 	case size <= eager:
 		buf = make([]byte, size)
 	default:
-		buf = make([]byte, min(size, frameChunk))
+		n := min(size, frameChunk)
+		if grow != nil {
+			if err := grow(n); err != nil {
+				return nil, err
+			}
+		}
+		buf = make([]byte, n)
 	}
 	if _, err := io.ReadFull(r, buf); err != nil {
 		return nil, err
 	}
 	for len(buf) < size {
 		// Grow eightfold per step (straight to the frame's size once
-		// that is less than twice as far): a frame of 8 MiB costs one
-		// copy of its first MiB, and a peer still has to send an eighth
-		// of what it makes the broker allocate.
+		// that is less than twice as far): a frame of 4 MiB costs a copy
+		// of its first 576 KiB, and a peer still has to send an eighth of
+		// what it makes the broker allocate.
 		next := 8 * len(buf)
 		if size < 2*next {
 			next = size
+		}
+		if grow != nil {
+			if err := grow(next - len(buf)); err != nil {
+				return nil, err
+			}
 		}
 		grown := make([]byte, next)
 		copy(grown, buf)

@@ -78,3 +78,35 @@ func FuzzReadFrame(f *testing.F) {
 		}
 	})
 }
+
+// TestReadBodyGrowsAsBytesArrive: the steps ReadBody announces add up to
+// the frame's size, and none is announced for bytes the peer never sent
+// beyond the first chunk and one eightfold step.
+func TestReadBodyGrowsAsBytesArrive(t *testing.T) {
+	var steps []int
+	grow := func(n int) error { steps = append(steps, n); return nil }
+	body := bytes.Repeat([]byte{1}, 5<<20)
+	got, err := ReadBody(bytes.NewReader(body), len(body), grow)
+	require.NoError(t, err)
+	require.Equal(t, body, got)
+	sum := 0
+	for _, n := range steps {
+		sum += n
+	}
+	require.Equal(t, len(body), sum)
+	require.Equal(t, frameChunk, steps[0])
+
+	steps = nil
+	_, err = ReadBody(bytes.NewReader(body[:100]), 100<<20, grow)
+	require.Error(t, err)
+	require.Equal(t, []int{frameChunk}, steps, "a 100 MiB prefix with 100 bytes sent")
+
+	stop := errors.New("no budget")
+	_, err = ReadBody(bytes.NewReader(body), len(body), func(n int) error {
+		if n > frameChunk {
+			return stop
+		}
+		return nil
+	})
+	require.ErrorIs(t, err, stop)
+}

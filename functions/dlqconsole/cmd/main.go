@@ -1,10 +1,11 @@
 // Command cmd is the DLQ console's Lambda function, served behind a Lambda
 // Function URL. It only wires dependencies: configuration comes from
 // STRATA_BOOTSTRAP, STRATA_REGISTRY_URL and STRATA_DLQ_GROUP (see package
-// dlqconsole).
+// dlqconsole), and TLS and SASL from package kafkaauth's variables.
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -12,10 +13,24 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/stratamq/strata/functions/dlqconsole"
+	"github.com/stratamq/strata/functions/kafkaauth"
 )
 
 func main() {
 	opts, err := optionsFromEnv(os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dlqconsole:", err)
+		os.Exit(2)
+	}
+	auth, err := kafkaauth.FromEnv(os.LookupEnv)
+	if err == nil {
+		// TLS and SASL from Secrets Manager, once per cold start; the
+		// registry takes the same CA and user.
+		var r kafkaauth.Resolved
+		if r, err = kafkaauth.ResolveFromAWS(context.Background(), auth); err == nil {
+			opts.KgoOpts, opts.RegistryOpts = r.KgoOpts(), r.RegistryOpts()
+		}
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dlqconsole:", err)
 		os.Exit(2)

@@ -1,6 +1,6 @@
 // Package lambdaenv reads the STRATA_* environment variables of the
-// functions' Lambda mains and builds their Lambda API client. Errors name
-// the variable at fault.
+// functions' Lambda mains and builds their AWS clients (Lambda, Secrets
+// Manager). Errors name the variable at fault.
 package lambdaenv
 
 import (
@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 )
 
 // Env reads variables, remembering the first error.
@@ -99,6 +100,20 @@ func LambdaClient(ctx context.Context, endpoint string) (*lambda.Client, error) 
 		return nil, fmt.Errorf("aws config: %w", err)
 	}
 	return lambda.NewFromConfig(cfg, func(o *lambda.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
+		}
+	}), nil
+}
+
+// SecretsManagerClient builds the Secrets Manager client from the default
+// AWS configuration, with endpoint (when not empty) as its base endpoint.
+func SecretsManagerClient(ctx context.Context, endpoint string) (*secretsmanager.Client, error) {
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("aws config: %w", err)
+	}
+	return secretsmanager.NewFromConfig(cfg, func(o *secretsmanager.Options) {
 		if endpoint != "" {
 			o.BaseEndpoint = aws.String(endpoint)
 		}

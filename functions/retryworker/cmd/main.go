@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/stratamq/strata/functions/internal/kafkaevent"
 	"github.com/stratamq/strata/functions/internal/lambdaenv"
+	"github.com/stratamq/strata/functions/kafkaauth"
 	"github.com/stratamq/strata/functions/retryworker"
 )
 
@@ -34,6 +35,16 @@ func main() {
 	if err == nil {
 		err = cfg.Validate()
 	}
+	var auth kafkaauth.Settings
+	if err == nil {
+		auth, err = kafkaauth.FromEnv(os.LookupEnv)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "retryworker:", err)
+		os.Exit(1)
+	}
+	// TLS and SASL from Secrets Manager, once per cold start.
+	kopts, err := kafkaauth.ClientOpts(context.Background(), auth)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "retryworker:", err)
 		os.Exit(1)
@@ -45,5 +56,5 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	lambda.Start(retryworker.Handler(cfg, inv, margin))
+	lambda.Start(retryworker.Handler(cfg, inv, margin, kopts...))
 }

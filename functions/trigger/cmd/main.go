@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/stratamq/strata/functions/internal/lambdaenv"
+	"github.com/stratamq/strata/functions/kafkaauth"
 	"github.com/stratamq/strata/functions/trigger"
 )
 
@@ -37,6 +38,16 @@ func main() {
 	if err == nil {
 		err = cfg.Validate()
 	}
+	var auth kafkaauth.Settings
+	if err == nil {
+		auth, err = kafkaauth.FromEnv(os.LookupEnv)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "trigger:", err)
+		os.Exit(1)
+	}
+	// TLS and SASL from Secrets Manager, once per cold start.
+	kopts, err := kafkaauth.ClientOpts(context.Background(), auth)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "trigger:", err)
 		os.Exit(1)
@@ -46,5 +57,5 @@ func main() {
 		fmt.Fprintln(os.Stderr, "trigger:", err)
 		os.Exit(1)
 	}
-	lambda.Start(trigger.Handler(cfg, inv, margin))
+	lambda.Start(trigger.Handler(cfg, inv, margin, kopts...))
 }
