@@ -121,6 +121,11 @@ type Log struct {
 	cleaned int64
 	// gapped: batches may leave gaps (the cleaner checkpoint exists).
 	gapped bool
+	// marks are the segments rewritten since AckRewritten (base ->
+	// generation), markGen the last generation given; persisted in the
+	// cleaner checkpoint.
+	marks   map[int64]uint64
+	markGen uint64
 
 	flush syncer
 }

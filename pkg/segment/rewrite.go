@@ -7,8 +7,10 @@ import (
 	"hash/crc32"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // Rewriting closed segments, for the log cleaner of compacted topics.
@@ -36,13 +38,16 @@ const (
 	cleanedSuffix = ".cleaned"
 	swapSuffix    = ".swap"
 
-	// cleanerCheckpointName holds the offset below which the log is clean.
-	// A log that has one may have gaps between batches: recovery then
-	// requires increasing offsets, not contiguous ones.
+	// cleanerCheckpointName holds the offset below which the log is clean
+	// and the marks of rewritten segments (see Rewritten). A log that has
+	// one may have gaps between batches: recovery then requires increasing
+	// offsets, not contiguous ones. Version 1 held the offset only.
 	cleanerCheckpointName    = "cleaner-checkpoint"
 	cleanerCheckpointMagic   = "STCL"
-	cleanerCheckpointVersion = 1
-	cleanerCheckpointSize    = 4 + 1 + 8 + 4
+	cleanerCheckpointVersion = 2
+	cleanerCheckpointV1Size  = 4 + 1 + 8 + 4
+	cleanerCheckpointHead    = 4 + 1 + 8 + 8 + 4 // magic, version, cleaned, generation, mark count
+	cleanerCheckpointMark    = 16                // base, generation
 
 	rewriteBuffer = 1 << 20 // bytes collected before a write to the .cleaned file
 )
@@ -225,6 +230,20 @@ func (w *Rewrite) Commit() error {
 		w.abortLocked()
 		return err
 	}
+	// Mark the new segment rewritten before the commit point: a crash
+	// after it leaves the mark (a copy elsewhere is refreshed once more
+	// than needed), never a rewritten segment without one.
+	marks := make(map[int64]uint64, len(l.marks)+1)
+	for b, g := range l.marks {
+		if b < w.base || b >= w.next {
+			marks[b] = g
+		}
+	}
+	marks[w.base] = l.markGen + 1
+	if err := l.writeCleanerState(l.cleaned, marks, l.markGen+1); err != nil {
+		w.abortLocked()
+		return fmt.Errorf("segment: rewrite at %d: %w", w.base, err)
+	}
 	swap := filepath.Join(l.dir, segmentName(w.base, swapSuffix))
 	if err := l.fs.Rename(w.name, swap); err != nil {
 		w.abortLocked()
@@ -342,15 +361,37 @@ func (l *Log) SetCleanedOffset(off int64) error {
 
 // writeCleaned persists off as the cleaned offset; l.mu held.
 func (l *Log) writeCleaned(off int64) error {
-	b := make([]byte, 0, cleanerCheckpointSize)
+	return l.writeCleanerState(off, l.marks, l.markGen)
+}
+
+// writeCleanerState persists the cleaner checkpoint (marks of segments no
+// longer in the log are left out) and then adopts it; l.mu held.
+func (l *Log) writeCleanerState(off int64, marks map[int64]uint64, gen uint64) error {
+	live := make(map[int64]bool, len(l.segs))
+	for _, s := range l.segs {
+		live[s.base] = true
+	}
+	kept := make(map[int64]uint64, len(marks))
+	for b, g := range marks {
+		if live[b] {
+			kept[b] = g
+		}
+	}
+	b := make([]byte, 0, cleanerCheckpointHead+cleanerCheckpointMark*len(kept)+4)
 	b = append(b, cleanerCheckpointMagic...)
 	b = append(b, cleanerCheckpointVersion)
 	b = binary.BigEndian.AppendUint64(b, uint64(off))
+	b = binary.BigEndian.AppendUint64(b, gen)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(kept)))
+	for _, base := range slices.Sorted(maps.Keys(kept)) {
+		b = binary.BigEndian.AppendUint64(b, uint64(base))
+		b = binary.BigEndian.AppendUint64(b, kept[base])
+	}
 	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 	if err := writeFileAtomic(l.fs, filepath.Join(l.dir, cleanerCheckpointName), b); err != nil {
 		return fmt.Errorf("segment: cleaner checkpoint: %w", err)
 	}
-	l.cleaned, l.gapped = off, true
+	l.cleaned, l.gapped, l.marks, l.markGen = off, true, kept, gen
 	return nil
 }
 
@@ -358,24 +399,80 @@ func (l *Log) writeCleaned(off int64) error {
 // held. A failed write is harmless: Open clamps the offset to the log, and
 // records counted as clean that are not are merely kept.
 func (l *Log) lowerCleaned(off int64) {
+	l.pruneMarks()
 	if l.cleaned > off {
 		_ = l.writeCleaned(off)
 		l.cleaned = off
 	}
 }
 
-// readCleaned loads the cleaner checkpoint (0 if missing or corrupt). Its
-// presence says the log may have gaps.
+// readCleaned loads the cleaner checkpoint (offset 0 and no marks if
+// missing or corrupt). Its presence says the log may have gaps.
 func (l *Log) readCleaned() {
 	b, err := readFile(l.fs, filepath.Join(l.dir, cleanerCheckpointName))
 	l.gapped = err == nil
-	if err != nil || len(b) != cleanerCheckpointSize || string(b[:4]) != cleanerCheckpointMagic ||
-		b[4] != cleanerCheckpointVersion ||
-		crc32.Checksum(b[:cleanerCheckpointSize-4], castagnoli) != binary.BigEndian.Uint32(b[cleanerCheckpointSize-4:]) {
-		l.cleaned = 0
+	l.cleaned, l.marks, l.markGen = 0, nil, 0
+	if err != nil || len(b) < cleanerCheckpointV1Size || string(b[:4]) != cleanerCheckpointMagic ||
+		crc32.Checksum(b[:len(b)-4], castagnoli) != binary.BigEndian.Uint32(b[len(b)-4:]) {
 		return
 	}
-	l.cleaned = int64(binary.BigEndian.Uint64(b[5:]))
+	switch {
+	case b[4] == 1 && len(b) == cleanerCheckpointV1Size:
+		l.cleaned = int64(binary.BigEndian.Uint64(b[5:]))
+	case b[4] == cleanerCheckpointVersion && len(b) >= cleanerCheckpointHead+4:
+		n := int64(binary.BigEndian.Uint32(b[21:]))
+		if int64(len(b)) != cleanerCheckpointHead+cleanerCheckpointMark*n+4 {
+			return
+		}
+		l.cleaned = int64(binary.BigEndian.Uint64(b[5:]))
+		l.markGen = binary.BigEndian.Uint64(b[13:])
+		l.marks = make(map[int64]uint64, n)
+		for i := int64(0); i < n; i++ {
+			at := cleanerCheckpointHead + cleanerCheckpointMark*i
+			l.marks[int64(binary.BigEndian.Uint64(b[at:]))] = binary.BigEndian.Uint64(b[at+8:])
+		}
+		l.pruneMarks()
+	}
+}
+
+// pruneMarks forgets the marks of segments no longer in the log (in
+// memory; the next checkpoint write leaves them out too); l.mu held.
+func (l *Log) pruneMarks() {
+	live := make(map[int64]bool, len(l.segs))
+	for _, s := range l.segs {
+		live[s.base] = true
+	}
+	for b := range l.marks {
+		if !live[b] {
+			delete(l.marks, b)
+		}
+	}
+}
+
+// Rewritten returns the marks of the segments rewritten (Rewrite.Commit)
+// since AckRewritten last cleared them: base offset -> the rewrite's
+// generation. A copy of the log elsewhere (the object tier) holds older
+// bytes for these segments. The marks survive restarts.
+func (l *Log) Rewritten() map[int64]uint64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return maps.Clone(l.marks)
+}
+
+// AckRewritten clears the mark of the segment at base if it is still of
+// generation gen (a segment rewritten again since keeps its new mark).
+func (l *Log) AckRewritten(base int64, gen uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if g, ok := l.marks[base]; !ok || g != gen {
+		return nil
+	}
+	if err := l.usable(); err != nil {
+		return fmt.Errorf("segment: ack rewritten segment %d: %w", base, err)
+	}
+	marks := maps.Clone(l.marks)
+	delete(marks, base)
+	return l.writeCleanerState(l.cleaned, marks, l.markGen)
 }
 
 // finishSwaps completes the swaps a crash interrupted and removes the

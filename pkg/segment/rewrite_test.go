@@ -2,7 +2,9 @@ package segment
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -215,6 +217,9 @@ func TestRewriteCrashAtEveryStep(t *testing.T) {
 			got = readAll(t, l2)
 			require.True(t, bytes.Equal(got, older) || bytes.Equal(got, newer), "op %d applied=%v: recovered log is neither", n, applied)
 			requireContiguous(t, l2)
+			if bytes.Equal(got, newer) {
+				require.Contains(t, l2.Rewritten(), src[0].BaseOffset, "op %d: a rewritten segment is marked", n)
+			}
 			names := strings.Join(mustReadDir(t, o.FS, "d"), " ")
 			require.NotContains(t, names, cleanedSuffix)
 			require.NotContains(t, names, swapSuffix)
@@ -296,4 +301,69 @@ func TestCleanedOffset(t *testing.T) {
 	l = openLog(t, o)
 	require.Equal(t, int64(0), l.CleanedOffset())
 	require.True(t, errors.Is(l.Close(), nil))
+}
+
+// TestRewrittenMarks: a rewrite marks its segment with a new generation
+// (a later rewrite that swallows it takes the mark over); the marks
+// survive a restart and a crash; an ack clears only the generation it
+// names; a version 1 checkpoint reads as its offset and no marks.
+func TestRewrittenMarks(t *testing.T) {
+	m := NewMemFS()
+	l, bs, o := rewriteFixture(t, m, 66)
+	require.Empty(t, l.Rewritten())
+	segs := l.Segments()
+	src := segs[1:3]
+	kept := keepEveryOther(bs, src)
+	require.NoError(t, rewrite(l, src, kept))
+	require.Equal(t, map[int64]uint64{src[0].BaseOffset: 1}, l.Rewritten())
+
+	// Segments 0 and the rewritten one, merged: one mark, generation 2.
+	segs = l.Segments()
+	var keep []testBatch
+	for _, b := range rewriteModel(bs, kept, src[0].BaseOffset, src[1].NextOffset) {
+		if b.last < segs[1].NextOffset {
+			keep = append(keep, b)
+		}
+	}
+	require.NoError(t, rewrite(l, segs[:2], keep))
+	require.Equal(t, map[int64]uint64{segs[0].BaseOffset: 2}, l.Rewritten())
+	require.NoError(t, l.Close())
+	l = openLog(t, o)
+	require.Equal(t, map[int64]uint64{segs[0].BaseOffset: 2}, l.Rewritten(), "after a restart")
+	o.FS = m.Crash(0)
+	l = openLog(t, o)
+	require.Equal(t, map[int64]uint64{segs[0].BaseOffset: 2}, l.Rewritten(), "after a crash")
+
+	require.NoError(t, l.AckRewritten(segs[0].BaseOffset, 1))
+	require.Len(t, l.Rewritten(), 1, "an older generation clears nothing")
+	require.NoError(t, l.AckRewritten(segs[0].BaseOffset, 2))
+	require.Empty(t, l.Rewritten())
+	require.NoError(t, l.Close())
+	l = openLog(t, o)
+	require.Empty(t, l.Rewritten())
+
+	// A truncation forgets the marks of the segments it removes.
+	segs = l.Segments()
+	w, err := l.BeginRewrite([]int64{segs[2].BaseOffset})
+	require.NoError(t, err)
+	for _, b := range bs {
+		if b.base >= segs[2].BaseOffset && b.last < segs[2].NextOffset {
+			require.NoError(t, w.Add(b.data))
+		}
+	}
+	require.NoError(t, w.Commit())
+	require.Contains(t, l.Rewritten(), segs[2].BaseOffset)
+	require.NoError(t, l.TruncateTo(segs[1].BaseOffset))
+	require.Empty(t, l.Rewritten())
+	require.NoError(t, l.Close())
+
+	// Version 1: the offset alone.
+	v1 := append([]byte(cleanerCheckpointMagic), 1)
+	v1 = binary.BigEndian.AppendUint64(v1, uint64(bs[3].base))
+	v1 = binary.BigEndian.AppendUint32(v1, crc32.Checksum(v1, castagnoli))
+	require.NoError(t, writeFileAtomic(o.FS, "d/"+cleanerCheckpointName, v1))
+	l = openLog(t, o)
+	require.Equal(t, bs[3].base, l.CleanedOffset())
+	require.Empty(t, l.Rewritten())
+	require.NoError(t, l.Close())
 }
