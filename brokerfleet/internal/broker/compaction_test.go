@@ -14,6 +14,9 @@ import (
 
 	"github.com/stratamq/strata/brokerfleet/internal/broker"
 	"github.com/stratamq/strata/brokerfleet/internal/brokertest"
+	"github.com/stratamq/strata/brokerfleet/internal/tier"
+	"github.com/stratamq/strata/pkg/objstore/objstoretest"
+	"github.com/stratamq/strata/pkg/objstore/s3store"
 )
 
 // compactCluster runs n brokers sharing a metastore whose cleaners look
@@ -300,4 +303,89 @@ func keysSorted(s tableState) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// TestCompactedTableInTheTier: the leader re-uploads what its cleaner
+// rewrote, so the tier holds the compacted table; after every disk is
+// wiped, a consumer from offset 0 reads exactly the latest value of every
+// key from S3, far fewer records than were produced. With object
+// durability too (acks wait for S3; the WAL entries are replaced by
+// segment uploads, then by cleaned ones).
+func TestCompactedTableInTheTier(t *testing.T) {
+	for _, durability := range []string{"replicated", "object"} {
+		t.Run(durability, func(t *testing.T) {
+			s3 := objstoretest.StartS3(t, "")
+			tc := startTiered(t, s3.Store(t, s3store.Options{}))
+			addr := tc.brokers[0].Addr
+			const topicName, keys, versions = "tiered-table", 100, 20
+			brokertest.CreateTopicRF(t, addr, topicName, 1, 3, tableConfigs("segment.bytes", "4096", "strata.durability", durability))
+			cl := brokertest.Client(t, addr, kgo.DefaultProduceTopic(topicName), kgo.ProducerLinger(time.Millisecond))
+			want := tableState{}
+			for v := 0; v < versions; v++ {
+				var rs []*kgo.Record
+				for k := 0; k < keys; k++ {
+					key, value := fmt.Sprintf("key-%03d", k), fmt.Sprintf("v%02d-%060d", v, k)
+					rs = append(rs, &kgo.Record{Key: []byte(key), Value: []byte(value)})
+					want[key] = value
+				}
+				require.NoError(t, cl.ProduceSync(context.Background(), rs...).FirstErr())
+			}
+			produced := keys * versions
+
+			// The leader cleaned its log and the tier holds what it cleaned.
+			waitFor(t, "the tier holds the compacted table", func() bool {
+				for _, b := range tc.brokers {
+					if !cleaned(replicaRecords(t, b, topicName, 1), want) {
+						return false
+					}
+				}
+				// The leader's rewritten segments are all in the tier
+				// (followers keep their marks until they lead).
+				leader := tc.brokers[partitionLeader(t, addr, topicName, 0)]
+				leo, _, _, _ := broker.LocalLog(leader.Broker, topicName, 0)
+				cleanedTo, marked, _ := broker.CleanerState(leader.Broker, topicName, 0)
+				ends, _ := manifestEnd(t, tc.meta, topicName, 1)
+				return marked == 0 && cleanedTo >= leo && ends[0] >= leo
+			})
+			tp, err := tc.meta.Topic(context.Background(), topicName)
+			require.NoError(t, err)
+			man, err := tc.meta.Manifest(context.Background(), tp.ID, 0)
+			require.NoError(t, err)
+			require.Positive(t, tier.CleanedOf(man), "the objects carry the cleaned offset")
+
+			lastRec := lastOffsets(t, tc.brokers, topicName, 1)
+			for i, b := range tc.brokers {
+				require.NoError(t, b.Broker.Close())
+				tc.brokers[i] = nil
+			}
+			for id := 0; id < 3; id++ {
+				tc.brokers[id] = tc.start(t, id, t.TempDir(), "127.0.0.1:0")
+			}
+			state, n := readTable(t, tc.brokers[0].Addr, topicName, lastRec)
+			require.Equal(t, want, state)
+			require.Equal(t, keys, n, "one record per key, read from S3")
+			t.Logf("%s: %d records produced; after every disk was wiped a consumer from offset 0 reads %d from S3", durability, produced, n)
+
+			// The log goes on past the tier's end.
+			r := &kgo.Record{Topic: topicName, Key: []byte("key-000"), Value: []byte("after")}
+			require.NoError(t, brokertest.Client(t, tc.brokers[0].Addr).ProduceSync(context.Background(), r).FirstErr())
+			require.GreaterOrEqual(t, r.Offset, tier.End(man))
+		})
+	}
+}
+
+// partitionLeader returns the leader of a partition, as Metadata says.
+func partitionLeader(t *testing.T, addr, topicName string, idx int32) int32 {
+	t.Helper()
+	for _, tp := range metadataOnConn(t, addr).Topics {
+		if *tp.Topic == topicName {
+			for _, p := range tp.Partitions {
+				if p.Partition == idx {
+					return p.Leader
+				}
+			}
+		}
+	}
+	t.Fatalf("no partition %s-%d", topicName, idx)
+	return -1
 }

@@ -84,3 +84,18 @@ func recordValue(raw []byte) []byte {
 	}
 	return r.Value
 }
+
+// CleanerState returns the cleaned offset of this broker's replica of a
+// partition and how many of its segments are marked rewritten and not
+// yet copied to the tier (ok is false when it hosts none).
+func CleanerState(b *Broker, topic string, idx int32) (cleaned int64, rewritten int, ok bool) {
+	t := b.cat.Snapshot().Topic(topic)
+	if t == nil {
+		return 0, 0, false
+	}
+	_, p, found := t.Partition(idx)
+	if !found || p == nil {
+		return 0, 0, false
+	}
+	return p.CleanedOffset(), len(p.RewrittenSegments()), true
+}

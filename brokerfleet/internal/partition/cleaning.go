@@ -24,6 +24,15 @@ func (p *Partition) CleanedOffset() int64 { return p.log.CleanedOffset() }
 // SetCleanedOffset records, durably, that the log is compacted below off.
 func (p *Partition) SetCleanedOffset(off int64) error { return p.log.SetCleanedOffset(off) }
 
+// RewrittenSegments returns the segments the cleaner rewrote since the
+// tier last copied them (base offset -> generation; see
+// segment.Log.Rewritten).
+func (p *Partition) RewrittenSegments() map[int64]uint64 { return p.log.Rewritten() }
+
+// AckRewritten records that the tier holds the segment at base as
+// rewritten in generation gen.
+func (p *Partition) AckRewritten(base int64, gen uint64) error { return p.log.AckRewritten(base, gen) }
+
 // ProducerLastOffsets returns, for every idempotent producer the
 // partition knows, the last offset of its latest batch: the cleaner keeps
 // that batch (empty if need be) so that the producer's sequence survives
