@@ -48,7 +48,8 @@ func LocalRecords(b *Broker, topic string, idx int32) (recs []LocalRecord, ok bo
 	if !found || p == nil {
 		return nil, false, nil
 	}
-	for off, hwm := p.LogStartOffset(), p.HighWatermark(); off < hwm; {
+	start := p.LogStartOffset()
+	for off, hwm := start, p.HighWatermark(); off < hwm; {
 		batches, err := p.Read(nil, off, 1<<20, true)
 		if err != nil || len(batches) == 0 {
 			return recs, true, err
@@ -60,6 +61,9 @@ func LocalRecords(b *Broker, topic string, idx int32) (recs []LocalRecord, ok bo
 			}
 			off = h.LastOffset() + 1
 			return records.Entries(body, h, func(r records.Entry) error {
+				if r.Offset < start {
+					return nil // below the log start, in its first batch
+				}
 				lr := LocalRecord{Offset: r.Offset, Key: string(r.Key), Tombstone: r.Null}
 				if !r.Null {
 					lr.Value = string(recordValue(r.Raw))
