@@ -64,6 +64,8 @@ type benchFlags struct {
 	idleFor                   time.Duration
 	tier, tierOnly            bool
 	tierSegment               int64
+	compaction, compactOnly   bool
+	compactSegment            int64
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -99,6 +101,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&f.tier, "tier", false, "afterwards, measure the S3 tier (one in-process broker on an S3 stand-in: PUTs per GiB, consume from S3, object durability)")
 	fs.BoolVar(&f.tierOnly, "tier-only", false, "measure only the S3 tier")
 	fs.Int64Var(&f.tierSegment, "tier-segment-bytes", 64<<20, "segment.bytes of the S3-tier measurement")
+	fs.BoolVar(&f.compaction, "compaction", false, "afterwards, measure compacted topics (one in-process broker: produce throughput to a cleanup.policy=delete topic and to a compact one while its cleaner runs, the cleaner's throughput)")
+	fs.BoolVar(&f.compactOnly, "compaction-only", false, "measure only compacted topics")
+	fs.Int64Var(&f.compactSegment, "compaction-segment-bytes", 8<<20, "segment.bytes of the compaction measurement")
 	if err := parseFlags(fs, args, stderr, false); err != nil {
 		return err
 	}
@@ -108,9 +113,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return usageError{err}
 	}
+	if f.compactOnly {
+		if f.compaction || f.tier || f.tierOnly {
+			return usageError{errors.New("flag -compaction-only excludes -compaction, -tier and -tier-only")}
+		}
+		return runCompactionBench(ctx, cfgs[0], f.compactSegment, stdout, stderr)
+	}
 	if f.tierOnly {
-		if f.tier {
-			return usageError{errors.New("flags -tier-only and -tier exclude each other")}
+		if f.tier || f.compaction {
+			return usageError{errors.New("flag -tier-only excludes -tier and -compaction")}
 		}
 		cfg := cfgs[0]
 		cfg.Partitions = 6
@@ -275,6 +286,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		cfg := cfgs[0]
 		cfg.Partitions = 6
 		failed = runTierBench(ctx, cfg, f.tierSegment, stdout, stderr)
+	}
+	if failed == nil && f.compaction {
+		failed = runCompactionBench(ctx, cfgs[0], f.compactSegment, stdout, stderr)
 	}
 	return failed
 }

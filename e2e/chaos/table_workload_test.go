@@ -25,7 +25,7 @@ import (
 // deleted, compacted (segments roll within a second, any dirty share is
 // cleaned, tombstones go 5 s after the cleaner first passed them).
 const (
-	tableTopic           = "chaos-table"
+	tableTopic           = "compacted" // not "chaos-...": replica globs match "chaos-<id>"
 	tableKeysPerProducer = 30
 	// tableDeleteEvery: every this many writes of a key, one deletes it.
 	tableDeleteEvery = 7

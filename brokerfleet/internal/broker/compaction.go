@@ -34,7 +34,8 @@ func checkKeys(topicName string, batch []byte, h segment.Header, maxMessageBytes
 // cleanerStats adapts the cleaner's state to the metrics.
 func cleanerStats(c *cleaner.Cleaner) metrics.CleanerStats {
 	s := c.Stats()
-	out := metrics.CleanerStats{ReadBytes: s.ReadBytes, WrittenBytes: s.WrittenBytes, Passes: s.Passes}
+	out := metrics.CleanerStats{ReadBytes: s.ReadBytes, WrittenBytes: s.WrittenBytes, Passes: s.Passes,
+		DirtyBytes: s.DirtyBytes, BusySeconds: s.Busy.Seconds()}
 	for _, p := range s.Partitions {
 		out.Partitions = append(out.Partitions, metrics.CleanerPartition{Topic: p.Topic, Partition: p.Partition,
 			DirtyRatio: p.DirtyRatio, LastClean: p.LastClean, Uncleanable: p.Uncleanable})

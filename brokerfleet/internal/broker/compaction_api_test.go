@@ -295,6 +295,8 @@ func TestCleanerMetrics(t *testing.T) {
 	require.Positive(t, sum(m, "strata_cleaner_written_bytes_total", nil))
 	require.Less(t, sum(m, "strata_cleaner_written_bytes_total", nil), sum(m, "strata_cleaner_read_bytes_total", nil))
 	require.Positive(t, sum(m, "strata_cleaner_passes_total", nil))
+	require.Positive(t, sum(m, "strata_cleaner_dirty_bytes_total", nil))
+	require.Positive(t, sum(m, "strata_cleaner_busy_seconds_total", nil))
 	part := map[string]string{"topic": "metered", "partition": "0"}
 	require.Len(t, m["strata_cleaner_dirty_ratio"], 1)
 	require.Equal(t, part, m["strata_cleaner_dirty_ratio"][0].labels)

@@ -101,6 +101,7 @@ type Cleaner struct {
 	kick     chan struct{}
 
 	read, written, passes atomic.Int64
+	dirty, busy           atomic.Int64 // dirty bytes cleaned; nanoseconds spent in passes
 
 	mu    sync.Mutex // guards parts
 	parts map[*partition.Partition]*state
@@ -167,7 +168,9 @@ func (c *Cleaner) thread(ctx context.Context) {
 
 // run cleans p once and records the outcome.
 func (c *Cleaner) run(ctx context.Context, p *partition.Partition) {
+	start := c.o.Clock.Now()
 	res, err := c.clean(ctx, p)
+	c.busy.Add(int64(clock.Since(c.o.Clock, start)))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := c.parts[p]
@@ -180,6 +183,7 @@ func (c *Cleaner) run(ctx context.Context, p *partition.Partition) {
 		st.lastClean = c.o.Clock.Now()
 		st.horizon, st.scanned = res.horizon, true
 		c.passes.Add(1)
+		c.dirty.Add(res.dirtyBytes)
 	case ctx.Err() != nil, errors.Is(err, errGone):
 	default:
 		st.uncleanable = err
@@ -266,7 +270,11 @@ func (c *Cleaner) pick() *partition.Partition {
 type Stats struct {
 	ReadBytes, WrittenBytes int64 // since start
 	Passes                  int64
-	Partitions              []PartitionStats
+	// DirtyBytes is the size of the dirty segments cleaned, Busy the time
+	// spent in passes (DirtyBytes/Busy: the cleaner's throughput).
+	DirtyBytes int64
+	Busy       time.Duration
+	Partitions []PartitionStats
 }
 
 // PartitionStats describes one compacted replica.
@@ -282,7 +290,8 @@ type PartitionStats struct {
 // its dirty ratio as of the last assessment, the time of its last clean
 // and whether it is uncleanable. It reads memory only.
 func (c *Cleaner) Stats() Stats {
-	s := Stats{ReadBytes: c.read.Load(), WrittenBytes: c.written.Load(), Passes: c.passes.Load()}
+	s := Stats{ReadBytes: c.read.Load(), WrittenBytes: c.written.Load(), Passes: c.passes.Load(),
+		DirtyBytes: c.dirty.Load(), Busy: time.Duration(c.busy.Load())}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for p, st := range c.parts {

@@ -70,6 +70,9 @@ func plan(closed []segment.SegmentInfo, firstDirty, uploadedTo int64, tiered boo
 // passResult describes a completed pass.
 type passResult struct {
 	cleanedTo int64
+	// dirtyBytes is the size of the dirty segments the pass mapped and
+	// cleaned.
+	dirtyBytes int64
 	// horizon is the earliest delete horizon among the tombstones kept
 	// (zero: none).
 	horizon time.Time
@@ -128,6 +131,11 @@ func (c *Cleaner) clean(ctx context.Context, p *partition.Partition) (passResult
 			return res, c.gone(p, err)
 		}
 		res.cleanedTo = mapEnd
+		for _, s := range a.segs {
+			if s.BaseOffset >= a.firstDirty && s.NextOffset <= mapEnd {
+				res.dirtyBytes += s.Size
+			}
+		}
 	}
 	return res, nil
 }

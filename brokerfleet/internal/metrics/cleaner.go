@@ -17,6 +17,10 @@ var (
 		"Bytes of cleaned segments the cleaner wrote.", nil, nil)
 	descCleanerPasses = prometheus.NewDesc("strata_cleaner_passes_total",
 		"Cleaning passes completed.", nil, nil)
+	descCleanerDirtyBytes = prometheus.NewDesc("strata_cleaner_dirty_bytes_total",
+		"Bytes of dirty (not yet compacted) log the cleaner processed; over strata_cleaner_busy_seconds_total, its throughput.", nil, nil)
+	descCleanerBusy = prometheus.NewDesc("strata_cleaner_busy_seconds_total",
+		"Seconds the cleaner threads spent in cleaning passes.", nil, nil)
 	descCleanerDirty = prometheus.NewDesc("strata_cleaner_dirty_ratio",
 		"Per compacted replica: bytes not yet cleaned over all cleanable bytes, as of the cleaner's last look.",
 		[]string{"topic", "partition"}, nil)
@@ -30,6 +34,8 @@ var (
 // CleanerStats is what the cleaner reports.
 type CleanerStats struct {
 	ReadBytes, WrittenBytes, Passes int64
+	DirtyBytes                      int64
+	BusySeconds                     float64
 	Partitions                      []CleanerPartition
 }
 
@@ -55,7 +61,7 @@ type cleanerCollector struct {
 }
 
 func (c *cleanerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descCleanerRead, descCleanerWritten, descCleanerPasses, descCleanerDirty, descCleanerSince, descCleanerUncleanable} {
+	for _, d := range []*prometheus.Desc{descCleanerRead, descCleanerWritten, descCleanerPasses, descCleanerDirtyBytes, descCleanerBusy, descCleanerDirty, descCleanerSince, descCleanerUncleanable} {
 		ch <- d
 	}
 }
@@ -65,6 +71,8 @@ func (c *cleanerCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descCleanerRead, prometheus.CounterValue, float64(s.ReadBytes))
 	ch <- prometheus.MustNewConstMetric(descCleanerWritten, prometheus.CounterValue, float64(s.WrittenBytes))
 	ch <- prometheus.MustNewConstMetric(descCleanerPasses, prometheus.CounterValue, float64(s.Passes))
+	ch <- prometheus.MustNewConstMetric(descCleanerDirtyBytes, prometheus.CounterValue, float64(s.DirtyBytes))
+	ch <- prometheus.MustNewConstMetric(descCleanerBusy, prometheus.CounterValue, s.BusySeconds)
 	unclean := 0
 	for _, p := range s.Partitions {
 		part := strconv.Itoa(int(p.Partition))

@@ -14,7 +14,7 @@ func TestCleanerSeries(t *testing.T) {
 	m := New()
 	start := time.Unix(1_000_000, 0)
 	now := start
-	stats := CleanerStats{ReadBytes: 300, WrittenBytes: 100, Passes: 4, Partitions: []CleanerPartition{
+	stats := CleanerStats{ReadBytes: 300, WrittenBytes: 100, Passes: 4, DirtyBytes: 250, BusySeconds: 1.5, Partitions: []CleanerPartition{
 		{Topic: "a", Partition: 0, DirtyRatio: 0.25, LastClean: start.Add(40 * time.Second)},
 		{Topic: "a", Partition: 1, DirtyRatio: 0.75, Uncleanable: true},
 		{Topic: "b", Partition: 0, Uncleanable: true},
