@@ -15,7 +15,7 @@ import (
 
 // rewriteFixture is a log of several closed segments and the batches it
 // holds.
-func rewriteFixture(t *testing.T, fsys FS, seed uint64) (*Log, []testBatch, Options) {
+func rewriteFixture(t testing.TB, fsys FS, seed uint64) (*Log, []testBatch, Options) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, seed+1))
 	o := Options{FS: fsys, Dir: "d", SegmentBytes: 1000, IndexIntervalBytes: 100}
@@ -366,4 +366,42 @@ func TestRewrittenMarks(t *testing.T) {
 	require.Equal(t, bs[3].base, l.CleanedOffset())
 	require.Empty(t, l.Rewritten())
 	require.NoError(t, l.Close())
+}
+
+// FuzzCleanerCheckpoint: any bytes as the cleaner checkpoint open a log
+// (no panic, no allocation beyond the file's size: a mark count must
+// match the length); a valid one round-trips.
+func FuzzCleanerCheckpoint(f *testing.F) {
+	m := NewMemFS()
+	l, _, o := rewriteFixture(f, m, 67)
+	segs := l.Segments()
+	l.mu.Lock()
+	_ = l.writeCleanerState(segs[1].BaseOffset, map[int64]uint64{segs[0].BaseOffset: 3, segs[2].BaseOffset: 5}, 5)
+	l.mu.Unlock()
+	valid, _ := readFile(m, "d/"+cleanerCheckpointName)
+	require.NoError(f, l.Close())
+	f.Add(valid)
+	f.Add(valid[:len(valid)-1])
+	huge := append([]byte(nil), valid...)
+	binary.BigEndian.PutUint32(huge[21:], 1<<31)
+	f.Add(huge)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fsys := m.Crash(0)
+		if err := writeFileAtomic(fsys, "d/"+cleanerCheckpointName, data); err != nil {
+			t.Fatal(err)
+		}
+		oo := o
+		oo.FS = fsys
+		l, err := Open(oo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		if len(l.Rewritten()) > len(l.Segments()) {
+			t.Fatalf("%d marks for %d segments", len(l.Rewritten()), len(l.Segments()))
+		}
+		if bytes.Equal(data, valid) && (l.CleanedOffset() != segs[1].BaseOffset || len(l.Rewritten()) != 2) {
+			t.Fatalf("valid checkpoint read as %d, %v", l.CleanedOffset(), l.Rewritten())
+		}
+	})
 }
