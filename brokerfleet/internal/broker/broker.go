@@ -192,7 +192,7 @@ func New(cfg Config) (*Broker, error) {
 	if cfg.Cleaner.Threads > 0 {
 		b.cleaner = cleaner.New(cleaner.Options{
 			Threads: cfg.Cleaner.Threads, DedupeBytes: cfg.Cleaner.DedupeBufferBytes,
-			IOBytesPerSecond: cfg.Cleaner.IOBytesPerSecond, Backoff: cfg.Cleaner.Backoff,
+			IOBytesPerSecond: cfg.Cleaner.IOBytesPerSecond, Backoff: cfg.Cleaner.Backoff, Tier: cfg.Objects != nil,
 			Partitions: func() []*partition.Partition { return b.cat.Snapshot().Hosted() },
 			Clock:      cfg.Clock, Logger: b.log,
 		})

@@ -61,6 +61,9 @@ type Options struct {
 	// MaxBatchBytes bounds the decompressed size of one batch (default
 	// 128 MiB); a larger batch makes its partition uncleanable.
 	MaxBatchBytes int
+	// Tier says the broker has an object tier, which may hold records
+	// below a replica's local log start (see mayDropTombstones).
+	Tier bool
 	// Partitions returns the replicas this broker hosts. Required.
 	Partitions func() []*partition.Partition
 	Clock      clock.Clock

@@ -444,3 +444,26 @@ func TestOffsetMap(t *testing.T) {
 	_, ok := m.get([]byte("absent"))
 	require.False(t, ok)
 }
+
+// A replica drops tombstones only from a log that holds the start of its
+// table: always without a tier; with one, a leader compares with the
+// tier's start, a follower needs a log starting at 0.
+func TestMayDropTombstones(t *testing.T) {
+	h := newHarness(t, segment.NewMemFS(), compactConfig())
+	h.produceVersions(10, 3, rand.New(rand.NewPCG(13, 14)))
+	plain := New(Options{Partitions: h.c.o.Partitions, Clock: h.clock})
+	tiered := New(Options{Partitions: h.c.o.Partitions, Clock: h.clock, Tier: true})
+	require.True(t, plain.mayDropTombstones(h.p))
+	require.True(t, tiered.mayDropTombstones(h.p), "a leader not tiered yet, its log from 0")
+
+	_, err := h.p.DeleteRecords(5)
+	require.NoError(t, err)
+	require.True(t, plain.mayDropTombstones(h.p), "no tier: nothing lies below the log start")
+	h.p.SetTier(-1, 0) // the tier holds nothing
+	require.True(t, tiered.mayDropTombstones(h.p))
+	h.p.SetTier(0, 5) // the tier holds [0, 5)
+	require.False(t, tiered.mayDropTombstones(h.p), "the leader's tombstones hide values in the tier")
+	h.p.SetReplication(1, false, []int32{0, 1}, []int32{0, 1})
+	require.False(t, tiered.mayDropTombstones(h.p), "a follower starting past 0 cannot know")
+	require.True(t, plain.mayDropTombstones(h.p))
+}

@@ -34,9 +34,13 @@ type assessment struct {
 	forced     bool // the first dirty segment is older than max.compaction.lag.ms
 }
 
-// assess reads which of p's segments may be cleaned at now.
+// assess reads which of p's segments may be cleaned at now. Only a
+// leader waits for its uploads: a follower's view of them is whatever it
+// was when it last led (if ever), and its segments reach the tier only if
+// it leads, uploaded in offset order with the records that superseded
+// what it dropped.
 func assess(p *partition.Partition, now time.Time) assessment {
-	return plan(p.ClosedSegments(), p.CleanedOffset(), p.UploadedTo(), p.Tiered(), p.Config(), now)
+	return plan(p.ClosedSegments(), p.CleanedOffset(), p.UploadedTo(), p.Tiered() && p.IsLeader(), p.Config(), now)
 }
 
 // plan decides, from the closed segments wholly below the high watermark,
@@ -112,11 +116,8 @@ func (c *Cleaner) clean(ctx context.Context, p *partition.Partition) (passResult
 	}
 	f := &filter{
 		c: c, m: m, now: now, cfg: p.Config(), prevEpoch: math.MinInt32,
-		producers: p.ProducerLastOffsets(),
-		// A local log that lacks the start of the table (a leader whose
-		// disk was replaced serves it from the tier) must keep its
-		// tombstones: they hide values that only the tier holds.
-		dropTombstones: p.LogStartOffset() >= p.LocalLogStartOffset(),
+		producers:      p.ProducerLastOffsets(),
+		dropTombstones: c.mayDropTombstones(p),
 	}
 	for _, g := range groups {
 		if err := c.rewrite(ctx, p, g, f); err != nil {
@@ -138,6 +139,23 @@ func (c *Cleaner) clean(ctx context.Context, p *partition.Partition) (passResult
 		}
 	}
 	return res, nil
+}
+
+// mayDropTombstones reports whether p's local log holds the start of its
+// table: a log that lacks it (a leader whose disk was replaced serves it
+// from the tier, a follower reset to such a leader's start) must keep its
+// tombstones, which hide values only the tier holds. Without a tier
+// nothing lies below a log's start. With one, a leader knows the tier's
+// start; a follower does not, so it drops tombstones only from a log that
+// starts at offset 0.
+func (c *Cleaner) mayDropTombstones(p *partition.Partition) bool {
+	switch {
+	case !c.o.Tier:
+		return true
+	case p.IsLeader() && p.Tiered():
+		return p.LogStartOffset() >= p.LocalLogStartOffset()
+	}
+	return p.LocalLogStartOffset() == 0
 }
 
 // buildMap puts the keys of the dirty segments into m and returns where

@@ -96,9 +96,9 @@ func (tg *Manager) replaceGroup(ctx context.Context, lp ledPartition, man metast
 
 // Compacted topics in the tier.
 //
-// Segments of a compacted topic are uploaded like any other (the cleaner
-// works only on segments already uploaded, so the tier always holds every
-// record the cleaner relied on to drop another), and the tier copy is
+// Segments of a compacted topic are uploaded like any other (the leader's
+// cleaner works only on segments already uploaded, so the tier holds every
+// record it relied on to drop another), and the tier copy is
 // compacted too: after the leader's cleaner rewrote a segment (its log
 // marks it, segment.Log.Rewritten), the leader uploads the cleaned
 // segment and, in one manifest write, replaces the references it covers
