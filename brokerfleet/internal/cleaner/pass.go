@@ -171,7 +171,7 @@ func (c *Cleaner) buildMap(ctx context.Context, p *partition.Partition, a assess
 			if keepWhole(h) {
 				return nil
 			}
-			body, err := records.Body(batch, h, c.batchLimit(p, batch))
+			body, err := records.Body(batch, h, c.batchLimit())
 			if err != nil {
 				return err
 			}
@@ -196,12 +196,12 @@ func (c *Cleaner) buildMap(ctx context.Context, p *partition.Partition, a assess
 	return end, nil
 }
 
-// batchLimit is how far a batch of p may inflate: records.Bound of the
-// topic's max.message.bytes, at most Options.MaxBatchBytes (the cleaner
-// holds a batch's records in memory to rebuild it).
-func (c *Cleaner) batchLimit(p *partition.Partition, batch []byte) int64 {
-	return min(records.Bound(p.Config().MaxMessageBytes, len(batch)), int64(c.o.MaxBatchBytes))
-}
+// batchLimit is how far a batch may inflate: Options.MaxBatchBytes (the
+// cleaner holds a batch's records in memory to rebuild it). A stored batch
+// was accepted already, maybe before its topic was compacted, so the
+// records.Bound of max.message.bytes that produce applies would make
+// partitions with well-compressed batches uncleanable.
+func (c *Cleaner) batchLimit() int64 { return int64(c.o.MaxBatchBytes) }
 
 // keepWhole reports whether a batch is kept as it is, whatever the map
 // says.
@@ -331,11 +331,6 @@ func (f *filter) save() filterState { return filterState{f.prevEpoch, f.horizon}
 
 func (f *filter) restore(s filterState) { f.prevEpoch, f.horizon = s.prevEpoch, s.horizon }
 
-// limit is Cleaner.batchLimit for the partition being cleaned.
-func (f *filter) limit(batch []byte) int64 {
-	return min(records.Bound(f.cfg.MaxMessageBytes, len(batch)), int64(f.c.o.MaxBatchBytes))
-}
-
 // apply returns the batch to write in place of batch, and whether to
 // write one. The bytes returned are valid until the next call.
 func (f *filter) apply(h segment.Header, batch []byte) ([]byte, bool, error) {
@@ -346,7 +341,7 @@ func (f *filter) apply(h segment.Header, batch []byte) ([]byte, bool, error) {
 	if keepWhole(h) {
 		return batch, true, nil
 	}
-	body, err := records.Body(batch, h, f.limit(batch))
+	body, err := records.Body(batch, h, f.c.batchLimit())
 	if err != nil {
 		return nil, false, err
 	}

@@ -396,6 +396,10 @@ func (tg *Manager) partitionRound(ctx context.Context, lp ledPartition) error {
 			if errors.Is(err, segment.ErrOffsetOutOfRange) {
 				continue // deleted meanwhile (DeleteRecords)
 			}
+			var changed *partition.SegmentChangedError
+			if errors.As(err, &changed) {
+				return nil // the cleaner rewrote it (a pass begun as a follower): next round
+			}
 			return err
 		}
 		cur, _ := tg.snapshot(st)
