@@ -66,6 +66,8 @@ type benchFlags struct {
 	tier, tierOnly            bool
 	tierSegment               int64
 	objectLatency             string
+	compaction, compactOnly   bool
+	compactSegment            int64
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -102,6 +104,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&f.tierOnly, "tier-only", false, "measure only the S3 tier")
 	fs.Int64Var(&f.tierSegment, "tier-segment-bytes", 64<<20, "segment.bytes of the S3-tier measurement")
 	fs.StringVar(&f.objectLatency, "object-latency", "s3-standard,s3-express", "the S3-tier measurement also times strata.durability=object with the stand-ins behind these S3 latency models (presets s3-standard, s3-express, or p50/p99 as 25ms/80ms), separated by commas, each with DynamoDB's latency (p50 4ms, p99 12ms) on the metastore; empty: none")
+	fs.BoolVar(&f.compaction, "compaction", false, "afterwards, measure compacted topics (one in-process broker: produce throughput to a cleanup.policy=delete topic and to a compact one while its cleaner runs, the cleaner's throughput)")
+	fs.BoolVar(&f.compactOnly, "compaction-only", false, "measure only compacted topics")
+	fs.Int64Var(&f.compactSegment, "compaction-segment-bytes", 8<<20, "segment.bytes of the compaction measurement")
 	if err := parseFlags(fs, args, stderr, false); err != nil {
 		return err
 	}
@@ -114,9 +119,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if _, err := parseObjectLatency(f.objectLatency); err != nil {
 		return err
 	}
+	if f.compactOnly {
+		if f.compaction || f.tier || f.tierOnly {
+			return usageError{errors.New("flag -compaction-only excludes -compaction, -tier and -tier-only")}
+		}
+		return runCompactionBench(ctx, cfgs[0], f.compactSegment, stdout, stderr)
+	}
 	if f.tierOnly {
-		if f.tier {
-			return usageError{errors.New("flags -tier-only and -tier exclude each other")}
+		if f.tier || f.compaction {
+			return usageError{errors.New("flag -tier-only excludes -tier and -compaction")}
 		}
 		cfg := cfgs[0]
 		cfg.Partitions = 6
@@ -281,6 +292,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		cfg := cfgs[0]
 		cfg.Partitions = 6
 		failed = runTierBench(ctx, cfg, f.tierSegment, f.objectLatency, stdout, stderr)
+	}
+	if failed == nil && f.compaction {
+		failed = runCompactionBench(ctx, cfgs[0], f.compactSegment, stdout, stderr)
 	}
 	return failed
 }

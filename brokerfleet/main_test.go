@@ -30,6 +30,9 @@ import (
 var binPath string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(changelogChildEnv) != "" {
+		os.Exit(changelogChild()) // the store process of TestChangelogRestoreAfterKill
+	}
 	dir, err := os.MkdirTemp("", "brokerfleet-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -65,6 +65,7 @@ func brokerFlags(fs *flag.FlagSet, cfg *broker.Config, listen *string, logLevel 
 		return parseInt32(s, &cfg.FetchMaxBytes)
 	})
 	fs.DurationVar(&cfg.MaintenanceInterval, "maintenance-interval", cfg.MaintenanceInterval, "how often retention and segment.ms are applied")
+	cleanerFlags(fs, &cfg.Cleaner)
 	fs.IntVar(&cfg.FetchSessionSlots, "fetch-session-slots", cfg.FetchSessionSlots, "most incremental fetch sessions (KIP-227) held at once (max.incremental.fetch.session.cache.slots; 0: none, every fetch is a full one)")
 	fs.DurationVar(&cfg.Lease.Duration, "lease", cfg.Lease.Duration, "broker registration lease; a broker that cannot renew it stops accepting writes after lease minus lease-margin")
 	fs.DurationVar(&cfg.Lease.Margin, "lease-margin", cfg.Lease.Margin, "safety margin subtracted from the lease")

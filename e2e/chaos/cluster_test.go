@@ -70,6 +70,9 @@ func brokerBinary(t *testing.T) string {
 type clusterOpts struct {
 	unsafeAck bool            // -test-unsafe-ack on every broker
 	skew      [brokers]string // -test-clock-skew per broker ("" none)
+	// compaction: the compacted topic tableTopic too, and brokers whose
+	// cleaners and segment.ms rolls act within a second.
+	compaction bool
 }
 
 // cluster is three `brokerfleet serve` processes over one minidyn and one
@@ -193,6 +196,11 @@ func startCluster(t *testing.T, opts clusterOpts) *cluster {
 	}, topicName)
 	require.NoError(t, err)
 	require.NoError(t, resp.Err)
+	if opts.compaction {
+		resp, err := adm.CreateTopic(ctx, partitions, brokers, tableConfigs, tableTopic)
+		require.NoError(t, err)
+		require.NoError(t, resp.Err)
+	}
 	waitFor(t, time.Minute, "every partition led with a full ISR", func() bool { return c.healthy(ctx) })
 	return c
 }
@@ -229,6 +237,9 @@ func (c *cluster) start(i int) {
 	}
 	if c.opts.unsafeAck {
 		args = append(args, "-test-unsafe-ack")
+	}
+	if c.opts.compaction {
+		args = append(args, "-cleaner-backoff", "200ms", "-maintenance-interval", "500ms")
 	}
 	if s := c.opts.skew[i]; s != "" {
 		args = append(args, "-test-clock-skew", s)
@@ -410,16 +421,25 @@ func (c *cluster) healthy(ctx context.Context) bool {
 		if err != nil {
 			return false
 		}
+		topics := []string{topicName}
+		if c.opts.compaction {
+			topics = append(topics, tableTopic)
+		}
 		mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		md, err := kadm.NewClient(cl).Metadata(mctx, topicName)
+		md, err := kadm.NewClient(cl).Metadata(mctx, topics...)
 		cancel()
 		cl.Close()
-		if err != nil || len(md.Topics[topicName].Partitions) != partitions {
+		if err != nil {
 			return false
 		}
-		for _, p := range md.Topics[topicName].Partitions {
-			if p.Leader < 0 || len(p.ISR) != brokers {
+		for _, tp := range topics {
+			if len(md.Topics[tp].Partitions) != partitions {
 				return false
+			}
+			for _, p := range md.Topics[tp].Partitions {
+				if p.Leader < 0 || len(p.ISR) != brokers {
+					return false
+				}
 			}
 		}
 	}

@@ -184,6 +184,11 @@ func produceOne(b *Broker, req *kmsg.ProduceRequest, topicName string, idx int32
 			return nil, partition.AppendResult{}, err
 		}
 	}
+	if cfg.Compact {
+		if err := checkKeys(topicName, records, h, cfg.MaxMessageBytes); err != nil {
+			return nil, partition.AppendResult{}, err
+		}
+	}
 	res, err := p.Append(records, h)
 	if err != nil {
 		return nil, partition.AppendResult{}, err

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stratamq/strata/brokerfleet/internal/catalog"
+	"github.com/stratamq/strata/brokerfleet/internal/cleaner"
 	"github.com/stratamq/strata/brokerfleet/internal/controller"
 	"github.com/stratamq/strata/brokerfleet/internal/fetchsession"
 	"github.com/stratamq/strata/brokerfleet/internal/group"
@@ -49,7 +50,8 @@ type Broker struct {
 	cat      *catalog.Catalog
 	ctrl     *controller.Controller
 	follower *replication.Follower
-	tier     *tier.Manager // nil without an object store
+	tier     *tier.Manager    // nil without an object store
+	cleaner  *cleaner.Cleaner // nil when Config.Cleaner.Threads is 0
 	coord    *group.Coordinator
 	metrics  *metrics.Broker
 	registry *schemaregistry.Registry
@@ -187,6 +189,15 @@ func New(cfg Config) (*Broker, error) {
 		b.coord.Close()
 		return nil, err
 	}
+	if cfg.Cleaner.Threads > 0 {
+		b.cleaner = cleaner.New(cleaner.Options{
+			Threads: cfg.Cleaner.Threads, DedupeBytes: cfg.Cleaner.DedupeBufferBytes,
+			IOBytesPerSecond: cfg.Cleaner.IOBytesPerSecond, Backoff: cfg.Cleaner.Backoff, Tier: cfg.Objects != nil,
+			Partitions: func() []*partition.Partition { return b.cat.Snapshot().Hosted() },
+			Clock:      cfg.Clock, Logger: b.log,
+		})
+		m.CollectCleaner(func() metrics.CleanerStats { return cleanerStats(b.cleaner) }, cfg.Clock.Now)
+	}
 	b.quotas = quota.New(quota.Options{Clock: cfg.Clock})
 	b.reloadQuotas(ctx)
 	b.admin = &admin{cfg: &b.cfg, ctx: ctx, log: b.log, meta: cfg.Meta, cat: b.cat, defaults: defaults, tier: b.tier, clock: cfg.Clock}
@@ -209,6 +220,9 @@ func New(cfg Config) (*Broker, error) {
 	b.run(b.watch)
 	b.run(b.maintain)
 	b.run(b.refreshGroupStats)
+	if b.cleaner != nil {
+		b.run(b.cleaner.Run)
+	}
 	b.run(b.ctrl.Run)
 	b.run(func(ctx context.Context) {
 		replication.MaintainISR(ctx, replication.ISROptions{
@@ -252,6 +266,9 @@ func (b *Broker) applied(s *catalog.Snapshot) {
 	}
 	if b.coord != nil {
 		b.coord.SetShards(owned)
+	}
+	if b.cleaner != nil {
+		b.cleaner.Kick() // a topic may have become compacted
 	}
 }
 

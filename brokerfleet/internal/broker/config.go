@@ -8,6 +8,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/stratamq/strata/brokerfleet/internal/cleaner"
 	"github.com/stratamq/strata/brokerfleet/internal/fetchsession"
 	"github.com/stratamq/strata/brokerfleet/internal/group"
 	"github.com/stratamq/strata/brokerfleet/internal/security"
@@ -148,6 +149,9 @@ type Config struct {
 	// partitions are written to S3 (one shared object per flush); acks
 	// wait for it.
 	ObjectFlushInterval time.Duration
+	// Cleaner configures the log cleaner of compacted topics
+	// (log.cleaner.*).
+	Cleaner CleanerConfig
 	// Security configures listeners, TLS, SASL and ACLs (security.go);
 	// the zero value is one plaintext listener without authentication.
 	Security security.Config
@@ -164,6 +168,22 @@ type Config struct {
 	UnsafeAckBeforeReplication bool
 }
 
+// CleanerConfig is the log cleaner's part of Config.
+type CleanerConfig struct {
+	// Threads is how many partitions are cleaned at once
+	// (log.cleaner.threads); 0 turns the cleaner off.
+	Threads int
+	// DedupeBufferBytes bounds the memory of the key maps of all threads
+	// (log.cleaner.dedupe.buffer.size); 0 is the default, 128 MiB.
+	DedupeBufferBytes int64
+	// IOBytesPerSecond bounds the bytes the cleaner reads and writes
+	// (log.cleaner.io.max.bytes.per.second); 0 is unlimited.
+	IOBytesPerSecond float64
+	// Backoff is how long an idle cleaner waits before it looks for dirty
+	// partitions again (log.cleaner.backoff.ms).
+	Backoff time.Duration
+}
+
 // DefaultConfig returns the defaults of `brokerfleet serve`.
 func DefaultConfig() Config {
 	return Config{
@@ -177,6 +197,7 @@ func DefaultConfig() Config {
 		QueuedMaxRequestBytes:      256 << 20,
 		FetchMaxBytes:              55 << 20,
 		MaintenanceInterval:        30 * time.Second,
+		Cleaner:                    CleanerConfig{Threads: 1, DedupeBufferBytes: cleaner.DefaultDedupeBytes, Backoff: cleaner.DefaultBackoff},
 		FetchSessionSlots:          fetchsession.DefaultSlots,
 		Lease:                      metastore.LeaseOptions{Duration: 6 * time.Second, Margin: time.Second},
 		WatchInterval:              250 * time.Millisecond,
@@ -269,6 +290,18 @@ func (c *Config) ValidateSettings() error {
 	}
 	if c.WatchInterval <= 0 {
 		errs = append(errs, fmt.Errorf("watch-interval: %v is not positive", c.WatchInterval))
+	}
+	if c.Cleaner.Threads < 0 || c.Cleaner.Threads > 64 {
+		errs = append(errs, fmt.Errorf("cleaner-threads: %d is outside [0, 64]", c.Cleaner.Threads))
+	}
+	if floor := int64(64<<10) * int64(max(c.Cleaner.Threads, 1)); c.Cleaner.DedupeBufferBytes != 0 && c.Cleaner.DedupeBufferBytes < floor {
+		errs = append(errs, fmt.Errorf("cleaner-dedupe-buffer-size: %d is below %d (64 KiB per cleaner thread)", c.Cleaner.DedupeBufferBytes, floor))
+	}
+	if !(c.Cleaner.IOBytesPerSecond >= 0) {
+		errs = append(errs, fmt.Errorf("cleaner-io-max-bytes-per-second: %v is negative", c.Cleaner.IOBytesPerSecond))
+	}
+	if c.Cleaner.Backoff < 0 {
+		errs = append(errs, fmt.Errorf("cleaner-backoff: %v is negative", c.Cleaner.Backoff))
 	}
 	if c.MaintenanceInterval <= 0 {
 		errs = append(errs, fmt.Errorf("maintenance-interval: %v is not positive", c.MaintenanceInterval))

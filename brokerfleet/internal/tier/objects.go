@@ -22,14 +22,19 @@ import (
 // is returned. A manifest written under a newer epoch fails with ErrFenced
 // and leaves the object for collection.
 func (t *Tier) Upload(ctx context.Context, id metastore.TopicID, partition, leaderEpoch int32, man metastore.Manifest, info segment.SegmentInfo, src io.ReaderAt) (metastore.Manifest, error) {
+	return t.UploadAs(ctx, Key(id, partition, info.BaseOffset, leaderEpoch), id, partition, leaderEpoch, man, info, src)
+}
+
+// UploadAs is Upload to the object key given (CompactedKey for the
+// segments of a compacted topic).
+func (t *Tier) UploadAs(ctx context.Context, key string, id metastore.TopicID, partition, leaderEpoch int32, man metastore.Manifest, info segment.SegmentInfo, src io.ReaderAt) (metastore.Manifest, error) {
 	if man.LeaderEpoch > leaderEpoch {
 		return man, fmt.Errorf("tier: upload %s/%d@%d: manifest has epoch %d: %w", id, partition, info.BaseOffset, man.LeaderEpoch, ErrFenced)
 	}
-	ref, err := t.storeSegment(ctx, id, partition, leaderEpoch, info, src)
+	ref, err := t.storeSegment(ctx, key, id, partition, leaderEpoch, info, src)
 	if err != nil {
 		return man, err
 	}
-	key := ref.Object
 	for attempt := 0; ; attempt++ {
 		next := man
 		next.LeaderEpoch = leaderEpoch
@@ -56,13 +61,12 @@ func (t *Tier) Upload(ctx context.Context, id metastore.TopicID, partition, lead
 
 // storeSegment creates a segment's object (its batches, then its offset
 // index) and returns the manifest entry that would reference it.
-func (t *Tier) storeSegment(ctx context.Context, id metastore.TopicID, partition, leaderEpoch int32, info segment.SegmentInfo, src io.ReaderAt) (metastore.SegmentRef, error) {
+func (t *Tier) storeSegment(ctx context.Context, key string, id metastore.TopicID, partition, leaderEpoch int32, info segment.SegmentInfo, src io.ReaderAt) (metastore.SegmentRef, error) {
 	index, err := t.buildIndex(io.NewSectionReader(src, 0, info.Size), info.Size)
 	if err != nil {
 		return metastore.SegmentRef{}, fmt.Errorf("tier: upload %s/%d@%d: %w", id, partition, info.BaseOffset, err)
 	}
 	body := &twoPart{a: io.NewSectionReader(src, 0, info.Size), b: bytes.NewReader(index), size: info.Size + int64(len(index))}
-	key := Key(id, partition, info.BaseOffset, leaderEpoch)
 	if err := objstore.PutReaderIfAbsentIdempotent(ctx, t.opts.Store, key, body, body.size); err != nil {
 		return metastore.SegmentRef{}, fmt.Errorf("tier: upload %s: %w", key, err)
 	}
