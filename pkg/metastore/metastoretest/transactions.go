@@ -47,7 +47,9 @@ func testTransactions(t *testing.T, s metastore.Store, _ Options) {
 	got, ok, err := m.Transaction(c, id)
 	if err != nil || !ok || got.Version != 2 || got.State != metastore.TxnOngoing ||
 		!slices.EqualFunc(got.Partitions, []metastore.TxnTopic{{Topic: "audit", Partitions: []int32{0}}, {Topic: "orders", Partitions: []int32{1, 3}}},
-			func(a, b metastore.TxnTopic) bool { return a.Topic == b.Topic && slices.Equal(a.Partitions, b.Partitions) }) {
+			func(a, b metastore.TxnTopic) bool {
+				return a.Topic == b.Topic && slices.Equal(a.Partitions, b.Partitions)
+			}) {
 		t.Fatalf("read back: %+v %v %v", got, ok, err)
 	}
 	if !got.HasPartition("orders", 1) || got.HasPartition("orders", 2) {
