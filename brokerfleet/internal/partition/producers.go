@@ -30,6 +30,7 @@ type batchMeta struct {
 type producerState struct {
 	epoch   int16
 	batches []batchMeta // oldest first, at most window
+	lastTS  int64       // max timestamp of its last batch (DescribeProducers)
 }
 
 // producers is the idempotence state of one partition. Not safe for
@@ -94,7 +95,7 @@ func (ps producers) record(h segment.Header, appendTime int64) {
 	if h.IsControl() {
 		switch {
 		case st == nil:
-			ps[h.ProducerID] = &producerState{epoch: h.ProducerEpoch}
+			ps[h.ProducerID] = &producerState{epoch: h.ProducerEpoch, lastTS: h.MaxTimestamp}
 		case h.ProducerEpoch > st.epoch:
 			st.epoch, st.batches = h.ProducerEpoch, st.batches[:0]
 		}
@@ -109,6 +110,7 @@ func (ps producers) record(h segment.Header, appendTime int64) {
 	} else if h.ProducerEpoch < st.epoch {
 		return
 	}
+	st.lastTS = h.MaxTimestamp
 	if len(st.batches) == window {
 		copy(st.batches, st.batches[1:])
 		st.batches = st.batches[:window-1]

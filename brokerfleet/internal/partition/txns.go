@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -196,7 +197,7 @@ func (p *Partition) OpenTxns() []OpenTxn {
 	for id, o := range p.txns.open {
 		out = append(out, OpenTxn{ProducerID: id, Epoch: o.epoch, FirstOffset: o.first})
 	}
-	slices.SortFunc(out, func(a, b OpenTxn) int { return int(a.FirstOffset - b.FirstOffset) })
+	slices.SortFunc(out, func(a, b OpenTxn) int { return cmp.Compare(a.FirstOffset, b.FirstOffset) })
 	return out
 }
 
@@ -392,4 +393,39 @@ func (p *Partition) dropAbortedBelow(start int64) {
 	p.txnMu.Lock()
 	p.txns.dropBelow(start)
 	p.txnMu.Unlock()
+}
+
+// ProducerInfo is what the partition knows of a producer
+// (DescribeProducers).
+type ProducerInfo struct {
+	ProducerID       int64
+	Epoch            int16
+	LastSequence     int32 // -1: none known
+	LastTimestamp    int64
+	CoordinatorEpoch int32 // of its last marker; -1: none
+	TxnStartOffset   int64 // its open transaction's first offset; -1: none
+}
+
+// Producers returns the producers the partition knows, by id.
+func (p *Partition) Producers() []ProducerInfo {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.txnMu.Lock()
+	defer p.txnMu.Unlock()
+	out := make([]ProducerInfo, 0, len(p.producers))
+	for id, st := range p.producers {
+		pi := ProducerInfo{ProducerID: id, Epoch: st.epoch, LastSequence: -1, LastTimestamp: st.lastTS, CoordinatorEpoch: -1, TxnStartOffset: -1}
+		if n := len(st.batches); n > 0 {
+			pi.LastSequence = st.batches[n-1].lastSeq
+		}
+		if e, ok := p.txns.coord[id]; ok {
+			pi.CoordinatorEpoch = e
+		}
+		if o, ok := p.txns.open[id]; ok {
+			pi.TxnStartOffset = o.first
+		}
+		out = append(out, pi)
+	}
+	slices.SortFunc(out, func(a, b ProducerInfo) int { return cmp.Compare(a.ProducerID, b.ProducerID) })
+	return out
 }

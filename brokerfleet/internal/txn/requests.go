@@ -234,3 +234,26 @@ func (c *Coordinator) List(ctx context.Context) ([]metastore.Transaction, int16)
 	}
 	return out, 0
 }
+
+// Ongoing counts the transactions this coordinator holds that are not
+// complete (ongoing, or decided with markers in flight), for the gauges.
+// It never waits: an entry busy with a metastore write is skipped.
+func (c *Coordinator) Ongoing() int {
+	c.mu.Lock()
+	es := make([]*entry, 0, len(c.txns))
+	for _, e := range c.txns {
+		es = append(es, e)
+	}
+	c.mu.Unlock()
+	n := 0
+	for _, e := range es {
+		if !e.mu.TryLock() {
+			continue
+		}
+		if !e.gone && e.exists && (e.t.State == metastore.TxnOngoing || preparing(e.t.State)) {
+			n++
+		}
+		e.mu.Unlock()
+	}
+	return n
+}
