@@ -281,6 +281,7 @@ func (r *fetchRead) readPartition(s *catalog.Snapshot, fp *fetchsession.Part, to
 	var data []byte
 	var err error
 	committed := !replica && req.IsolationLevel == 1 // read_committed
+	var tierAborted *[]partition.AbortedTxn          // set when read_committed data came from the tier
 	switch {
 	case replica && b.reassignThrottle != nil && throttled(s, fp.Topic, fp.Partition, req.ReplicaID):
 		// A replica being added by a reassignment: at most the throttle's
@@ -308,7 +309,13 @@ func (r *fetchRead) readPartition(s *catalog.Snapshot, fp *fetchsession.Part, to
 				// Below the local log: the tier has it.
 				if ts := s.Topic(fp.Topic); ts != nil {
 					ctx, cancel := context.WithTimeout(r.cc.ctx, 30*time.Second) // ends with the connection
-					data, err = b.tier.Read(ctx, ts.Meta.ID, fp.Partition, fp.FetchOffset, max(limit, 1))
+					if committed {
+						var aborted []partition.AbortedTxn
+						data, aborted, err = b.tier.ReadCommitted(ctx, ts.Meta.ID, fp.Partition, fp.FetchOffset, max(limit, 1), p.LastStableOffset())
+						tierAborted = &aborted
+					} else {
+						data, err = b.tier.Read(ctx, ts.Meta.ID, fp.Partition, fp.FetchOffset, max(limit, 1))
+					}
 					cancel()
 				}
 			}
@@ -320,7 +327,10 @@ func (r *fetchRead) readPartition(s *catalog.Snapshot, fp *fetchsession.Part, to
 	}
 	if len(data) > 0 {
 		sp.RecordBatches = data
-		if committed {
+		switch {
+		case tierAborted != nil:
+			sp.AbortedTransactions = abortedList(*tierAborted)
+		case committed:
 			sp.AbortedTransactions = abortedIn(p, fp.FetchOffset, data)
 		}
 	}
@@ -335,8 +345,12 @@ func abortedIn(p *partition.Partition, offset int64, data []byte) []kmsg.FetchRe
 		end = max(end, h.LastOffset()+1)
 		return nil
 	})
+	return abortedList(p.AbortedTxns(offset, end))
+}
+
+func abortedList(as []partition.AbortedTxn) []kmsg.FetchResponseTopicPartitionAbortedTransaction {
 	var out []kmsg.FetchResponseTopicPartitionAbortedTransaction
-	for _, a := range p.AbortedTxns(offset, end) {
+	for _, a := range as {
 		at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
 		at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
 		out = append(out, at)

@@ -8,11 +8,15 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/stratamq/strata/brokerfleet/internal/broker"
 	"github.com/stratamq/strata/brokerfleet/internal/brokertest"
+	"github.com/stratamq/strata/pkg/objstore/objstoretest"
+	"github.com/stratamq/strata/pkg/objstore/s3store"
 )
 
 // readAll consumes a topic from the start until it has read want records
@@ -222,4 +226,164 @@ func TestSaramaTransactionalProducer(t *testing.T) {
 			require.EqualValues(t, 4, o.At, "the last committed transaction's offset")
 		})
 	}
+}
+
+// TestAbortedTransactionsStayHiddenFromDiskAndTier aborts transactions in
+// the three ways Kafka does (EndTxn abort, a new instance fencing the
+// producer, the transaction timeout), commits others, and reads the
+// partition from local disk and then, after every disk is wiped, from the
+// S3 tier: read_committed consumers never see an aborted record,
+// read_uncommitted ones see them all, and no client sees a marker.
+func TestAbortedTransactionsStayHiddenFromDiskAndTier(t *testing.T) {
+	s3 := objstoretest.StartS3(t, "")
+	tc := startTiered(t, s3.Store(t, s3store.Options{}), func(c *broker.Config) { c.TransactionCheckInterval = 100 * time.Millisecond })
+	addr := tc.brokers[0].Addr
+	const topicName = "txn-tier"
+	brokertest.CreateTopicRF(t, addr, topicName, 1, 3, map[string]*string{
+		"segment.bytes":       kadm.StringPtr("4096"),
+		"local.retention.ms":  kadm.StringPtr("0"),
+		"min.insync.replicas": kadm.StringPtr("2"),
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	txnClient := func(id string, opts ...kgo.Opt) *kgo.Client {
+		return brokertest.Client(t, addr, append([]kgo.Opt{kgo.TransactionalID(id), kgo.DefaultProduceTopic(topicName)}, opts...)...)
+	}
+	produce := func(cl *kgo.Client, tag string, n int) {
+		t.Helper()
+		for i := range n {
+			require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("%s-%03d-%s", tag, i, "payload-payload-payload"))}).FirstErr())
+		}
+	}
+	want := map[string]bool{}   // committed
+	hidden := map[string]bool{} // aborted
+	note := func(m map[string]bool, tag string, n int) {
+		for i := range n {
+			m[fmt.Sprintf("%s-%03d-%s", tag, i, "payload-payload-payload")] = true
+		}
+	}
+
+	p1 := txnClient("t1")
+	require.NoError(t, p1.BeginTransaction())
+	produce(p1, "committed-1", 20)
+	require.NoError(t, p1.EndTransaction(ctx, kgo.TryCommit))
+	note(want, "committed-1", 20)
+	// Aborted by EndTxn.
+	require.NoError(t, p1.BeginTransaction())
+	produce(p1, "aborted-client", 15)
+	require.NoError(t, p1.EndTransaction(ctx, kgo.TryAbort))
+	note(hidden, "aborted-client", 15)
+	// Aborted by a new instance of the transactional id.
+	p2 := txnClient("t2")
+	require.NoError(t, p2.BeginTransaction())
+	produce(p2, "aborted-fenced", 15)
+	note(hidden, "aborted-fenced", 15)
+	p2b := txnClient("t2")
+	require.NoError(t, p2b.BeginTransaction()) // InitProducerId fenced p2 and aborted its transaction
+	produce(p2b, "committed-2", 10)
+	require.NoError(t, p2b.EndTransaction(ctx, kgo.TryCommit))
+	note(want, "committed-2", 10)
+	require.Error(t, p2.EndTransaction(ctx, kgo.TryCommit), "the fenced instance cannot commit")
+	// Aborted by the transaction timeout.
+	p3 := txnClient("t3", kgo.TransactionTimeout(time.Second))
+	require.NoError(t, p3.BeginTransaction())
+	produce(p3, "aborted-timeout", 15)
+	note(hidden, "aborted-timeout", 15)
+	adm := brokertest.Admin(t, addr)
+	waitFor(t, "the timed-out transaction aborted", func() bool {
+		d, err := adm.DescribeTransactions(ctx, "t3")
+		if err != nil {
+			return false
+		}
+		return d["t3"].State == "CompleteAbort"
+	})
+	require.Error(t, p3.EndTransaction(ctx, kgo.TryCommit), "the timed-out producer is fenced")
+	p4 := txnClient("t1")
+	require.NoError(t, p4.BeginTransaction())
+	produce(p4, "committed-3", 20)
+	require.NoError(t, p4.EndTransaction(ctx, kgo.TryCommit))
+	note(want, "committed-3", 20)
+
+	// Plain records after, so every transaction lies in closed segments.
+	end := listEndOf(t, addr, topicName, 0)
+	plain := brokertest.Client(t, addr, kgo.DefaultProduceTopic(topicName))
+	produce(plain, "plain", 150)
+	var tierEnd int64
+	waitFor(t, "the transactions uploaded", func() bool {
+		ends, _ := manifestEnd(t, tc.meta, topicName, 1)
+		tierEnd = ends[0]
+		return tierEnd > end
+	})
+	check := func(where string, committed bool, recs map[string]int64) {
+		t.Helper()
+		for v := range want {
+			require.Contains(t, recs, v, "%s: committed record missing", where)
+		}
+		for v := range hidden {
+			if committed {
+				require.NotContains(t, recs, v, "%s: an aborted record is visible to read_committed", where)
+			} else {
+				require.Contains(t, recs, v, "%s: read_uncommitted misses an aborted record", where)
+			}
+		}
+		for v := range recs {
+			require.NotEmpty(t, v, "%s: a marker reached the client", where)
+		}
+	}
+	for _, committed := range []bool{true, false} {
+		check("local disk", committed, readValuesOf(t, addr, topicName, committed, end))
+	}
+
+	// Wipe every disk: what is read below the tier's end comes from S3.
+	for i, b := range tc.brokers {
+		require.NoError(t, b.Broker.Close())
+		tc.brokers[i] = nil
+	}
+	for id := 0; id < 3; id++ {
+		tc.brokers[id] = tc.start(t, id, t.TempDir(), "127.0.0.1:0")
+	}
+	addr = tc.brokers[0].Addr
+	for _, committed := range []bool{true, false} {
+		check("S3 tier", committed, readValuesOf(t, addr, topicName, committed, end))
+	}
+}
+
+// listEndOf returns a partition's high watermark.
+func listEndOf(t *testing.T, addr, topicName string, p int32) int64 {
+	t.Helper()
+	adm := brokertest.Admin(t, addr)
+	ends, err := adm.ListEndOffsets(context.Background(), topicName)
+	require.NoError(t, err)
+	o, ok := ends.Lookup(topicName, p)
+	require.True(t, ok)
+	require.NoError(t, o.Err)
+	return o.Offset
+}
+
+// readValuesOf reads partition 0 from the start until it has passed
+// offset end, and returns the values read with their offsets.
+func readValuesOf(t *testing.T, addr, topicName string, committed bool, end int64) map[string]int64 {
+	t.Helper()
+	opts := []kgo.Opt{kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topicName: {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchMaxWait(200 * time.Millisecond)}
+	if committed {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	cl := brokertest.Client(t, addr, opts...)
+	defer cl.Close()
+	got := map[string]int64{}
+	deadline := time.Now().Add(30 * time.Second)
+	for last := int64(-1); last < end && time.Now().Before(deadline); {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		fs.EachRecord(func(r *kgo.Record) {
+			got[string(r.Value)] = r.Offset
+			last = max(last, r.Offset)
+		})
+		for _, e := range fs.Errors() {
+			require.ErrorIs(t, e.Err, context.DeadlineExceeded, "fetch")
+		}
+	}
+	return got
 }

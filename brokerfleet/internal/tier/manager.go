@@ -394,7 +394,10 @@ func (tg *Manager) partitionRound(ctx context.Context, lp ledPartition) error {
 			return err
 		}
 		cur, _ := tg.snapshot(st)
-		man, err := tg.t.Upload(ctx, lp.key.id, lp.key.partition, epoch, cur, seg, f)
+		// Every transaction in the segment is decided (it lies below the
+		// last stable offset): the aborted ones go with it.
+		aborted := p.AbortedTxns(seg.BaseOffset, seg.NextOffset)
+		man, err := tg.t.UploadWithAborted(ctx, lp.key.id, lp.key.partition, epoch, cur, seg, f, aborted)
 		f.Close()
 		if errors.Is(err, ErrFenced) {
 			tg.setManifest(lp.key, st, man, true)

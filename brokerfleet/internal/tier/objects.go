@@ -22,13 +22,29 @@ import (
 // is returned. A manifest written under a newer epoch fails with ErrFenced
 // and leaves the object for collection.
 func (t *Tier) Upload(ctx context.Context, id metastore.TopicID, partition, leaderEpoch int32, man metastore.Manifest, info segment.SegmentInfo, src io.ReaderAt) (metastore.Manifest, error) {
+	return t.UploadWithAborted(ctx, id, partition, leaderEpoch, man, info, src, nil)
+}
+
+// UploadWithAborted is Upload for a segment that aborted transactions
+// overlap: their entries go to an object of their own, created before the
+// segment's (and named by its reference), so read_committed consumers of
+// the tier drop the aborted records.
+func (t *Tier) UploadWithAborted(ctx context.Context, id metastore.TopicID, partition, leaderEpoch int32, man metastore.Manifest, info segment.SegmentInfo, src io.ReaderAt, aborted []AbortedTxn) (metastore.Manifest, error) {
 	if man.LeaderEpoch > leaderEpoch {
 		return man, fmt.Errorf("tier: upload %s/%d@%d: manifest has epoch %d: %w", id, partition, info.BaseOffset, man.LeaderEpoch, ErrFenced)
+	}
+	var abortedKey string
+	if len(aborted) > 0 {
+		abortedKey = AbortedKey(Key(id, partition, info.BaseOffset, leaderEpoch))
+		if err := objstore.PutIfAbsentIdempotent(ctx, t.opts.Store, abortedKey, encodeAborted(aborted)); err != nil {
+			return man, fmt.Errorf("tier: upload %s: %w", abortedKey, err)
+		}
 	}
 	ref, err := t.storeSegment(ctx, id, partition, leaderEpoch, info, src)
 	if err != nil {
 		return man, err
 	}
+	ref.Aborted = abortedKey
 	key := ref.Object
 	for attempt := 0; ; attempt++ {
 		next := man
