@@ -45,6 +45,9 @@ func TestMain(m *testing.M) {
 	if b := os.Getenv(memberEnv); b != "" {
 		runMember(b) // a consumer-group member process: never returns
 	}
+	if b := os.Getenv(txnEnv); b != "" {
+		runTransformer(b, os.Getenv(txnSlotEnv), os.Getenv(txnProcEnv)) // a transformer process: never returns
+	}
 	os.Exit(m.Run())
 }
 
@@ -83,9 +86,13 @@ type report struct {
 	S3     map[string]int64 `json:"s3"`
 	S3Puts int64            `json:"s3_puts"`
 	Result *Result          `json:"result"`
+	// Txn is the transactional scenario's check of its output topic.
+	Txn *TxnResult `json:"txn,omitempty"`
 }
 
-func (r *report) pass() bool { return r.Result != nil && r.Result.Valid && len(r.ReplicaDiffs) == 0 }
+func (r *report) pass() bool {
+	return r.Result != nil && r.Result.Valid && len(r.ReplicaDiffs) == 0 && (r.Txn == nil || r.Txn.Valid)
+}
 
 func chaosDuration(t *testing.T) time.Duration {
 	d := 60 * time.Second
@@ -128,6 +135,12 @@ func TestChaos(t *testing.T) {
 			mu.Unlock()
 		})
 	}
+	t.Run("txn", func(t *testing.T) {
+		r := runTxnScenario(t, seed, dur)
+		mu.Lock()
+		rows = append(rows, r)
+		mu.Unlock()
+	})
 }
 
 // TestChaosUnsafeAckIsCaught shows the checker fails a broker that breaks
@@ -296,5 +309,10 @@ func table(rows []*report) string {
 			res.MaxAckGap.Round(10*time.Millisecond), p50, mx, verdict)
 	}
 	tw.Flush()
+	for _, r := range rows {
+		if r.Txn != nil {
+			fmt.Fprintf(&b, "%s output: %s\n", r.Scenario, r.Txn.Summary())
+		}
+	}
 	return b.String()
 }

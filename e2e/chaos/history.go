@@ -66,6 +66,8 @@ type Op struct {
 	End int64 `json:"end,omitempty"`
 	// fail, info: why
 	Error string `json:"error,omitempty"`
+	// txn (ok): whether the transaction committed
+	Committed bool `json:"committed,omitempty"`
 }
 
 // History records operations in order, from many goroutines. Ops get

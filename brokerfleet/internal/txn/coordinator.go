@@ -511,6 +511,13 @@ func (c *Coordinator) complete(e *entry, t metastore.Transaction) {
 				retry, last = append(retry, parts[i]), err
 			}
 		}
+		if len(retry) < len(parts) {
+			e.mu.Lock()
+			if !e.gone && e.t.Version == t.Version {
+				e.t.Partitions = topicsOf(retry) // DescribeTransactions lists what is left
+			}
+			e.mu.Unlock()
+		}
 		parts = retry
 		if len(parts) == 0 {
 			break
@@ -536,4 +543,13 @@ func (c *Coordinator) complete(e *entry, t metastore.Transaction) {
 		c.log.Warn("record a transaction complete", "transactional_id", e.id, "err", err)
 	}
 	e.finishLocked()
+}
+
+// topicsOf groups partitions by topic, sorted.
+func topicsOf(parts []TopicPartition) []metastore.TxnTopic {
+	var out metastore.Transaction
+	for _, tp := range parts {
+		out.AddPartition(tp.Topic, tp.Partition)
+	}
+	return out.Partitions
 }
