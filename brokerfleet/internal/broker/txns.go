@@ -50,8 +50,23 @@ func (w markerWriter) WriteMarkers(ctx context.Context, m segment.Marker, parts 
 		go func() {
 			defer wg.Done()
 			if node == b.cfg.NodeID {
-				for _, i := range idx {
-					errs[i] = markerError(s, parts[i], b.writeMarkerHere(ctx, m, parts[i]))
+				// Append every marker first, then wait: the waits for
+				// replication overlap.
+				waits := make([]markerWait, len(idx))
+				codes := make([]int16, len(idx))
+				for k, i := range idx {
+					if parts[i].Topic != txn.OffsetsTopic {
+						waits[k], codes[k] = b.appendMarker(parts[i].Topic, parts[i].Partition, m)
+					}
+				}
+				for k, i := range idx {
+					switch {
+					case parts[i].Topic == txn.OffsetsTopic:
+						codes[k] = b.completeGroupTxn(ctx, parts[i].Partition, m)
+					case codes[k] == 0:
+						codes[k] = waits[k].wait(ctx, b)
+					}
+					errs[i] = markerError(s, parts[i], codes[k])
 				}
 				return
 			}
@@ -110,19 +125,6 @@ func markerError(s *catalog.Snapshot, tp txn.TopicPartition, code int16) error {
 		}
 	}
 	return fmt.Errorf("%s-%d: %w", tp.Topic, tp.Partition, kerr.ErrorForCode(code))
-}
-
-// writeMarkerHere writes a marker on this broker and waits until it is
-// committed (or, for a group shard, applied).
-func (b *Broker) writeMarkerHere(ctx context.Context, m segment.Marker, tp txn.TopicPartition) int16 {
-	if tp.Topic == txn.OffsetsTopic {
-		return b.completeGroupTxn(ctx, tp.Partition, m)
-	}
-	w, code := b.appendMarker(tp.Topic, tp.Partition, m)
-	if code != 0 {
-		return code
-	}
-	return w.wait(ctx, b)
 }
 
 // completeGroupTxn applies a marker to the groups of a shard this broker

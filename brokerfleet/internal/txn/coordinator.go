@@ -328,6 +328,21 @@ func (c *Coordinator) acquire(ctx context.Context, id string) (*entry, int16) {
 	return nil, codeNotCoordinator
 }
 
+// release unlocks e after a request. An entry of an id without state is
+// dropped then, so asking about ids that do not exist (or exist on no
+// record) never grows memory. Holds e.mu.
+func (c *Coordinator) release(e *entry) {
+	if !e.exists && !e.busy && !e.gone {
+		e.gone = true
+		c.mu.Lock()
+		if c.txns[e.id] == e {
+			delete(c.txns, e.id)
+		}
+		c.mu.Unlock()
+	}
+	e.mu.Unlock()
+}
+
 // forgetLocked drops e from memory: the next request reads it again. An
 // entry forgotten after a failed write marks its shard for reloading, so
 // a decision that was written after all is still carried out. Holds e.mu.

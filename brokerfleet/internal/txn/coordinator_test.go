@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -424,4 +425,19 @@ func TestListAndDescribe(t *testing.T) {
 	txns, code = c2.List(ctx)
 	require.Zero(t, code)
 	require.Len(t, txns, 3)
+}
+
+func TestUnknownIDsLeaveNothingInMemory(t *testing.T) {
+	e := newEnv(t)
+	c := e.coordinator(newMarkers())
+	c.SetShards(e.assign(1))
+	for i := range 100 {
+		_, code := c.Describe(ctx, "nobody-"+strconv.Itoa(i))
+		require.Equal(t, kerr.TransactionalIDNotFound.Code, code)
+		require.Equal(t, kerr.InvalidProducerIDMapping.Code, c.EndTxn(ctx, "ghost-"+strconv.Itoa(i), 1, 0, true)())
+	}
+	c.mu.Lock()
+	n := len(c.txns)
+	c.mu.Unlock()
+	require.Zero(t, n)
 }

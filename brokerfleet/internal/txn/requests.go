@@ -29,7 +29,7 @@ func (c *Coordinator) InitProducerID(ctx context.Context, id string, timeout tim
 	if code != 0 {
 		return -1, -1, code
 	}
-	defer e.mu.Unlock()
+	defer c.release(e)
 	exp := expected{set: pid >= 0 && epoch >= 0, id: pid, epoch: epoch}
 	d := decideInit(e.t, e.exists, e.busy, int32(timeout.Milliseconds()), exp, c.clock.Now().UnixMilli())
 	if d.code != 0 {
@@ -73,7 +73,7 @@ func (c *Coordinator) AddPartitions(ctx context.Context, id string, pid int64, e
 	if code != 0 {
 		return code
 	}
-	defer e.mu.Unlock()
+	defer c.release(e)
 	next, changed, code := decideAdd(e.t, e.exists, e.busy, pid, epoch, parts, c.clock.Now().UnixMilli())
 	if code != 0 || !changed {
 		return code
@@ -116,7 +116,7 @@ func (c *Coordinator) Verify(ctx context.Context, id string, pid int64, epoch in
 	if code != 0 {
 		return fill(code)
 	}
-	defer e.mu.Unlock()
+	defer c.release(e)
 	for i, tp := range parts {
 		out[i] = verify(e.t, e.exists, pid, epoch, tp)
 	}
@@ -155,7 +155,7 @@ func (c *Coordinator) endTxn(ctx context.Context, id string, pid int64, epoch in
 	if code != 0 {
 		return code, nil, false
 	}
-	defer e.mu.Unlock()
+	defer c.release(e)
 	next, changed, wait, code := decideEnd(e.t, e.exists, pid, epoch, commit, c.clock.Now().UnixMilli())
 	switch {
 	case code != 0:
@@ -189,7 +189,7 @@ func (c *Coordinator) Describe(ctx context.Context, id string) (metastore.Transa
 	if code != 0 {
 		return metastore.Transaction{}, code
 	}
-	defer e.mu.Unlock()
+	defer c.release(e)
 	if !e.exists {
 		return metastore.Transaction{}, kerr.TransactionalIDNotFound.Code
 	}
