@@ -224,7 +224,7 @@ func verifyProduce(b *Broker, id, topicName string, idx int32, p *partition.Part
 	g := p.GuardTxn(h.ProducerID, h.ProducerEpoch)
 	ctx, cancel := context.WithTimeout(b.ctx, verifyWait)
 	defer cancel()
-	code := b.verifyTxn(ctx, id, h.ProducerID, h.ProducerEpoch, []txn.TopicPartition{{Topic: topicName, Partition: idx}})[0]
+	code := verifyTxn(b, ctx, id, h.ProducerID, h.ProducerEpoch, []txn.TopicPartition{{Topic: topicName, Partition: idx}})[0]
 	switch code {
 	case 0:
 		return g, nil

@@ -59,7 +59,7 @@ func handleWriteTxnMarkers(b *Broker, cc *clientConn, req *kmsg.WriteTxnMarkersR
 					waits = append(waits, pending{sp: sp, shard: p, group: true, marker: m})
 					continue
 				}
-				w, code := b.appendMarker(rt.Topic, p, m)
+				w, code := appendMarker(b, rt.Topic, p, m)
 				if sp.ErrorCode = code; code == 0 {
 					waits = append(waits, pending{sp: sp, w: w})
 				}
@@ -71,7 +71,7 @@ func handleWriteTxnMarkers(b *Broker, cc *clientConn, req *kmsg.WriteTxnMarkersR
 		defer cancel()
 		for _, w := range waits {
 			if w.group {
-				w.sp.ErrorCode = b.completeGroupTxn(ctx, w.shard, w.marker)
+				w.sp.ErrorCode = completeGroupTxn(b, ctx, w.shard, w.marker)
 			} else {
 				w.sp.ErrorCode = w.w.wait(ctx, b)
 			}

@@ -32,7 +32,7 @@ func handleTxnOffsetCommit(b *Broker, cc *clientConn, req *kmsg.TxnOffsetCommitR
 	verify := func(ctx context.Context) int16 {
 		vctx, cancel := context.WithTimeout(ctx, metaTimeout)
 		defer cancel()
-		return b.verifyTxn(vctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, []txn.TopicPartition{txn.GroupPartition(req.Group)})[0]
+		return verifyTxn(b, vctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, []txn.TopicPartition{txn.GroupPartition(req.Group)})[0]
 	}
 	resp := b.coord.TxnCommit(cc.ctx, req, verify)
 	for i := range resp.Topics {

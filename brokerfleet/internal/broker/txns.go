@@ -56,13 +56,13 @@ func (w markerWriter) WriteMarkers(ctx context.Context, m segment.Marker, parts 
 				codes := make([]int16, len(idx))
 				for k, i := range idx {
 					if parts[i].Topic != txn.OffsetsTopic {
-						waits[k], codes[k] = b.appendMarker(parts[i].Topic, parts[i].Partition, m)
+						waits[k], codes[k] = appendMarker(b, parts[i].Topic, parts[i].Partition, m)
 					}
 				}
 				for k, i := range idx {
 					switch {
 					case parts[i].Topic == txn.OffsetsTopic:
-						codes[k] = b.completeGroupTxn(ctx, parts[i].Partition, m)
+						codes[k] = completeGroupTxn(b, ctx, parts[i].Partition, m)
 					case codes[k] == 0:
 						codes[k] = waits[k].wait(ctx, b)
 					}
@@ -70,7 +70,7 @@ func (w markerWriter) WriteMarkers(ctx context.Context, m segment.Marker, parts 
 				}
 				return
 			}
-			codes, err := b.sendMarkers(ctx, s, node, m, parts, idx)
+			codes, err := sendMarkers(b, ctx, s, node, m, parts, idx)
 			for k, i := range idx {
 				if err != nil {
 					errs[i] = err
@@ -129,7 +129,7 @@ func markerError(s *catalog.Snapshot, tp txn.TopicPartition, code int16) error {
 
 // completeGroupTxn applies a marker to the groups of a shard this broker
 // coordinates.
-func (b *Broker) completeGroupTxn(ctx context.Context, shard int32, m segment.Marker) int16 {
+func completeGroupTxn(b *Broker, ctx context.Context, shard int32, m segment.Marker) int16 {
 	err := b.coord.CompleteTxn(ctx, shard, m.ProducerID, m.Commit)
 	switch {
 	case err == nil:
@@ -148,7 +148,7 @@ type markerWait struct {
 }
 
 // appendMarker appends a marker to a partition this broker leads.
-func (b *Broker) appendMarker(topicName string, idx int32, m segment.Marker) (markerWait, int16) {
+func appendMarker(b *Broker, topicName string, idx int32, m segment.Marker) (markerWait, int16) {
 	p, code := b.awaitLeader(b.ctx, topicName, idx)
 	switch {
 	case code != 0:
@@ -180,7 +180,7 @@ func (w markerWait) wait(ctx context.Context, b *Broker) int16 {
 }
 
 // peerAddr returns where this broker reaches broker node.
-func (b *Broker) peerAddr(s *catalog.Snapshot, node int32) (string, bool) {
+func peerAddr(b *Broker, s *catalog.Snapshot, node int32) (string, bool) {
 	br, live := s.Peers()[node]
 	if !live {
 		return "", false
@@ -190,8 +190,8 @@ func (b *Broker) peerAddr(s *catalog.Snapshot, node int32) (string, bool) {
 
 // sendMarkers sends the marker for parts[idx...] to broker node and
 // returns the code of each.
-func (b *Broker) sendMarkers(ctx context.Context, s *catalog.Snapshot, node int32, m segment.Marker, parts []txn.TopicPartition, idx []int) ([]int16, error) {
-	addr, ok := b.peerAddr(s, node)
+func sendMarkers(b *Broker, ctx context.Context, s *catalog.Snapshot, node int32, m segment.Marker, parts []txn.TopicPartition, idx []int) ([]int16, error) {
+	addr, ok := peerAddr(b, s, node)
 	if !ok {
 		return nil, fmt.Errorf("broker %d: %w", node, errNoMarkerNode)
 	}
@@ -235,7 +235,7 @@ func (b *Broker) sendMarkers(ctx context.Context, s *catalog.Snapshot, node int3
 
 // verifyTxn asks the coordinator of transactional id whether each
 // partition is part of the producer's ongoing transaction.
-func (b *Broker) verifyTxn(ctx context.Context, id string, pid int64, epoch int16, parts []txn.TopicPartition) []int16 {
+func verifyTxn(b *Broker, ctx context.Context, id string, pid int64, epoch int16, parts []txn.TopicPartition) []int16 {
 	out := make([]int16, len(parts))
 	fill := func(code int16) []int16 {
 		for i := range out {
@@ -251,7 +251,7 @@ func (b *Broker) verifyTxn(ctx context.Context, id string, pid int64, epoch int1
 	case sh.Broker == b.cfg.NodeID:
 		return b.txn.Verify(ctx, id, pid, epoch, parts)
 	}
-	addr, live := b.peerAddr(s, sh.Broker)
+	addr, live := peerAddr(b, s, sh.Broker)
 	if !live {
 		return fill(kerr.CoordinatorNotAvailable.Code)
 	}
