@@ -86,7 +86,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&f.recordBytes, "record-bytes", "1KiB", "record value sizes")
 	fs.StringVar(&f.keyed, "keyed", "false", "keyed records (true: one of 10,000 keys, hash partitioned; false: no key)")
 	fs.StringVar(&f.parts, "partitions", "12", "partitions of the benchmark topic")
-	fs.StringVar(&f.acks, "acks", "all", "producer acks: all (idempotent) or 1")
+	fs.StringVar(&f.acks, "acks", "all", "producer acks: all (idempotent), 1, or transactional: txn-100ms (commit every 100 ms), txn-1000 (every 1,000 records)")
 	fs.StringVar(&f.durability, "durability", "replicated", "strata.durability of the topics: replicated, fsync or object (not sent to kfake)")
 	fs.BoolVar(&f.matrix, "matrix", false, "run the whole workload matrix (overrides the five lists above)")
 	fs.IntVar(&f.latency, "latency-samples", def.Latency, "one-in-flight produces timed per workload")
