@@ -71,9 +71,14 @@ type ClassicProtocol struct {
 
 // ConsumerGroup is a consumer-protocol group (KIP-848).
 type ConsumerGroup struct {
-	Epoch           int32            `json:"epoch"`
-	AssignmentEpoch int32            `json:"assignmentEpoch"`
-	Members         []ConsumerMember `json:"members,omitempty"`
+	Epoch           int32 `json:"epoch"`
+	AssignmentEpoch int32 `json:"assignmentEpoch"`
+	// MetadataHash hashes the subscribed topics (names, ids, partition
+	// counts) as of the last target: when it changes, so does the epoch.
+	MetadataHash uint64 `json:"hash,omitempty"`
+	// Assignor is the assignor of the last target.
+	Assignor string           `json:"assignor,omitempty"`
+	Members  []ConsumerMember `json:"members,omitempty"`
 }
 
 // ConsumerMember is a member of a consumer group.

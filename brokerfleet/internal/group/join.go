@@ -8,6 +8,7 @@ package group
 import (
 	"bytes"
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -178,6 +179,7 @@ func (g *group) replaceStatic(old *member, id string, req *kmsg.JoinGroupRequest
 	g.c.log.Info("static member replaced", "group", g.name, "instance", m.instanceID, "old", oldID, "new", id)
 	switch g.state {
 	case stateStable:
+		g.storeClassicState("a static member's replacement")
 		// Only a change of the protocol the group would select forces a
 		// rebalance (as in Kafka). Comparing the metadata bytes would
 		// rebalance on nearly every restart, defeating KIP-345: a
@@ -295,6 +297,13 @@ func (c *Coordinator) Sync(ctx context.Context, req *kmsg.SyncGroupRequest) func
 			mm.assignment = assigned[mm.id]
 		}
 		g.state = stateStable
+		if err := g.storeClassic(ctx, g.generation, g.protocol, g.leader, true); errors.Is(err, errMetastoreFenced) {
+			return func() *kmsg.SyncGroupResponse { return <-ch } // unload answered it
+		} else if err != nil {
+			// The generation stands; a coordinator that loads the group
+			// before the next store makes its members rejoin.
+			g.c.log.Warn("store group assignment", "group", g.name, "err", err)
+		}
 		for _, mm := range g.members {
 			g.answerSync(mm, 0, mm.assignment)
 		}

@@ -271,7 +271,7 @@ func (g *group) expire(now time.Time) error {
 	for _, k := range expired {
 		offs = append(offs, g.offsets[k])
 	}
-	dropped, err := g.c.opts.Meta.ExpireOffsets(ctx, g.name, int64(g.generation), offs, drop)
+	dropped, err := g.c.opts.Meta.ExpireOffsets(ctx, g.name, g.fence, offs, drop)
 	switch {
 	case errors.Is(err, metastore.ErrFenced):
 		// Another coordinator formed a newer generation: this one is stale.
@@ -342,9 +342,16 @@ func (g *group) storeInfo(ctx context.Context, now time.Time) error {
 // write is retried by the next expiry check (storeInfo). Holds g.mu,
 // across the write.
 func (g *group) becameEmpty(now time.Time) {
+	wasEmpty := g.state == stateEmpty
 	g.state = stateEmpty
 	g.leader, g.protocol = "", ""
 	g.emptySince = now
+	if !wasEmpty && g.generation > 0 && !g.gone {
+		g.storeClassicState("the last member left")
+		if g.gone {
+			return
+		}
+	}
 	if !g.indexed {
 		return
 	}
