@@ -355,31 +355,6 @@ func (g *group) consumerHeartbeat(ctx context.Context, req *kmsg.ConsumerGroupHe
 	set(&m.clientID, &cl.ID)
 	set(&m.clientHost, &cl.Host)
 
-	// Epoch: a subscription change, a new preferred assignor, or a
-	// change of the subscribed topics moves it.
-	view := c.topics()
-	for _, o := range cg.members {
-		if o.regex != "" {
-			cg.resolve(o.regex, view, cl.MayDescribe)
-		}
-	}
-	bump := namesChanged || regexChanged
-	if assignorChanged && c.preferredAssignor(cg) != cg.assignor && cg.assignor != "" {
-		bump = true
-	}
-	if bump || cg.hashVersion != view.Version() {
-		h := metadataHash(cg.allSubscribed(view), view)
-		cg.hashVersion = view.Version()
-		if bump || h != cg.hash {
-			cg.hash = h
-			cg.bumpEpoch()
-		}
-	}
-	if cg.epoch > cg.assignmentEpoch {
-		c.computeTarget(cg, view)
-	}
-
-	// Reconcile.
 	var owned map[partKey]bool
 	if req.Topics != nil {
 		owned = map[partKey]bool{}
@@ -390,7 +365,7 @@ func (g *group) consumerHeartbeat(ctx context.Context, req *kmsg.ConsumerGroupHe
 		}
 	}
 	before := m.memberAssignment
-	g.reconcileMember(m, owned, namesChanged || regexChanged, view)
+	g.advance(m, owned, namesChanged || regexChanged, assignorChanged, cl.MayDescribe)
 	m.deadline = now.Add(c.opts.ConsumerSessionTimeout)
 
 	if err := g.saveConsumer(ctx); err != nil {
@@ -405,6 +380,37 @@ func (g *group) consumerHeartbeat(ctx context.Context, req *kmsg.ConsumerGroupHe
 		resp.Assignment = heartbeatAssignment(m.assigned)
 	}
 	return resp
+}
+
+// advance brings the group up to date after m's subscription or
+// assignor changed (or not) and reconciles m: the group epoch moves on a
+// subscription change, a new preferred assignor or a change of the
+// subscribed topics; the target is recomputed when the epoch moved past
+// it. owned is what m reports it owns (nil: unchanged). Holds g.mu.
+func (g *group) advance(m *cmember, owned map[partKey]bool, subscriptionChanged, assignorChanged bool, mayDescribe func(string) bool) {
+	c, cg := g.c, g.cg
+	view := c.topics()
+	for _, o := range cg.members {
+		if o.regex != "" {
+			cg.resolve(o.regex, view, mayDescribe)
+		}
+	}
+	bump := subscriptionChanged
+	if assignorChanged && cg.assignor != "" && c.preferredAssignor(cg) != cg.assignor {
+		bump = true
+	}
+	if bump || cg.hashVersion != view.Version() {
+		h := metadataHash(cg.allSubscribed(view), view)
+		cg.hashVersion = view.Version()
+		if bump || h != cg.hash {
+			cg.hash = h
+			cg.bumpEpoch()
+		}
+	}
+	if cg.epoch > cg.assignmentEpoch {
+		c.computeTarget(cg, view)
+	}
+	g.reconcileMember(m, owned, subscriptionChanged, view)
 }
 
 // reconcileMember moves m towards its target and, if that changed

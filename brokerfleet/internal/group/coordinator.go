@@ -429,9 +429,13 @@ func (c *Coordinator) run() {
 
 // Snapshot is a group's state and committed offsets, for metrics.
 type Snapshot struct {
-	Group   string
+	Group string
+	// Type is "classic" or "consumer" (KIP-848).
+	Type    string
 	State   string
 	Members int
+	// Epoch is a consumer group's epoch, a classic group's generation.
+	Epoch   int32
 	Offsets []metastore.Offset
 }
 
@@ -447,7 +451,10 @@ func (c *Coordinator) Snapshots() []Snapshot {
 	for _, g := range gs {
 		g.mu.Lock()
 		if g.loaded && !g.gone && g.exists() {
-			s := Snapshot{Group: g.name, State: g.stateName(), Members: len(g.members)}
+			s := Snapshot{Group: g.name, Type: g.typeName(), State: g.stateName(), Members: g.memberCount(), Epoch: g.generation}
+			if g.cg != nil {
+				s.Epoch = g.cg.epoch
+			}
 			for _, o := range g.offsets {
 				s.Offsets = append(s.Offsets, o)
 			}

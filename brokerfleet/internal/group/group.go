@@ -56,6 +56,18 @@ type member struct {
 	sync                 chan *kmsg.SyncGroupResponse
 	assignment           []byte
 	synced               bool // sent SyncGroup in the current generation
+	// downgradedFrom is the member epoch it had in the consumer group
+	// this group was downgraded from, until it rejoins: its heartbeats
+	// and commits under it are taken as of the current generation, so
+	// it learns of the rebalance (and commits what it revokes) instead
+	// of losing its partitions to ILLEGAL_GENERATION.
+	downgradedFrom int32
+}
+
+// generationOK reports whether gen is the group's generation for m.
+// Holds g.mu.
+func (g *group) generationOK(m *member, gen int32) bool {
+	return gen == g.generation || (m.downgradedFrom > 0 && gen == m.downgradedFrom)
 }
 
 // metadataFor returns the member's metadata for protocol. Holds the

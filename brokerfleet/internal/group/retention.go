@@ -224,6 +224,12 @@ func (c *Coordinator) expireGroup(cand expiryCandidate, now time.Time) error {
 
 // view is the group's state as expiredOffsets needs it. Holds g.mu.
 func (g *group) view() retentionView {
+	if g.cg != nil {
+		// Offsets of topics no member subscribes to expire in any
+		// state; an empty group's all expire from when it became empty.
+		return retentionView{protocolType: "consumer", empty: len(g.cg.members) == 0, stable: true,
+			emptySince: g.emptySince, subscribed: g.consumerSubscribed()}
+	}
 	v := retentionView{
 		protocolType: g.protocolType,
 		empty:        g.state == stateEmpty && len(g.members) == 0 && len(g.pending) == 0,
@@ -308,7 +314,10 @@ func (g *group) expire(now time.Time) error {
 // Holds g.mu.
 func (g *group) wantInfo(now time.Time) metastore.GroupInfo {
 	gi := metastore.GroupInfo{Group: g.name, ProtocolType: g.protocolType, OldestCommit: g.info.OldestCommit}
-	if g.protocolType != "" && g.state == stateEmpty && len(g.members) == 0 {
+	if g.cg != nil {
+		gi.Type = metastore.GroupTypeConsumer
+	}
+	if g.protocolType != "" && g.state == stateEmpty && g.memberCount() == 0 {
 		gi.EmptySince = g.emptySince.UnixMilli()
 	}
 	if gi.OldestCommit == 0 || now.Sub(time.UnixMilli(gi.OldestCommit)) >= g.c.opts.OffsetsRetention {
