@@ -187,6 +187,17 @@ func TestEveryRequestWithAndWithoutItsACLs(t *testing.T) {
 			r.Group = "g"
 			return r
 		}, func(r kmsg.Response) int16 { return r.(*kmsg.OffsetDeleteResponse).ErrorCode }, groupAuthz},
+		{"ConsumerGroupHeartbeat", func() kmsg.Request {
+			r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+			r.Group, r.MemberID, r.RebalanceTimeoutMillis = "cg", "alice-member", 10000
+			r.SubscribedTopicNames, r.Topics = []string{"t"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.ConsumerGroupHeartbeatResponse).ErrorCode }, groupAuthz},
+		{"ConsumerGroupDescribe", func() kmsg.Request {
+			r := kmsg.NewPtrConsumerGroupDescribeRequest()
+			r.Groups = []string{"cg"}
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.ConsumerGroupDescribeResponse).Groups[0].ErrorCode }, groupAuthz},
 		{"InitProducerID idempotent", func() kmsg.Request { return kmsg.NewPtrInitProducerIDRequest() },
 			func(r kmsg.Response) int16 { return r.(*kmsg.InitProducerIDResponse).ErrorCode }, clusterAuthz},
 		{"InitProducerID transactional", func() kmsg.Request {
@@ -264,31 +275,34 @@ func TestEveryRequestWithAndWithoutItsACLs(t *testing.T) {
 		idempotentWrite       = kmsg.ACLOperationIdempotentWrite
 	)
 	needs := map[string][]grant{
-		"Produce":                      topic("t", write),
-		"Produce transactional":        join(topic("t", write), txn(write)),
-		"Fetch":                        topic("t", read),
-		"Fetch as a replica":           cluster(clusterAction),
-		"ListOffsets":                  topic("t", describe),
-		"OffsetForLeaderEpoch":         topic("t", describe),
-		"DeleteRecords":                topic("t", del),
-		"DeleteTopics":                 topic("doomed", del),
-		"CreatePartitions":             topic("t", alter),
-		"CreateTopics":                 topic("new", create),
-		"DescribeConfigs topic":        topic("t", describeConfigs),
-		"DescribeConfigs broker":       cluster(describeConfigs),
-		"AlterConfigs":                 topic("t", alterConfigs),
-		"IncrementalAlterConfigs":      topic("t", alterConfigs),
-		"OffsetCommit":                 join(group(read), topic("t", read)),
-		"OffsetFetch":                  join(group(describe), topic("t", describe)),
-		"FindCoordinator group":        group(describe),
-		"FindCoordinator transaction":  txn(describe),
-		"JoinGroup":                    group(read),
-		"SyncGroup":                    group(read),
-		"Heartbeat":                    group(read),
-		"LeaveGroup":                   group(read),
-		"DescribeGroups":               group(describe),
-		"DeleteGroups":                 group(del),
-		"OffsetDelete":                 join(group(del), topic("t", read)),
+		"Produce":                     topic("t", write),
+		"Produce transactional":       join(topic("t", write), txn(write)),
+		"Fetch":                       topic("t", read),
+		"Fetch as a replica":          cluster(clusterAction),
+		"ListOffsets":                 topic("t", describe),
+		"OffsetForLeaderEpoch":        topic("t", describe),
+		"DeleteRecords":               topic("t", del),
+		"DeleteTopics":                topic("doomed", del),
+		"CreatePartitions":            topic("t", alter),
+		"CreateTopics":                topic("new", create),
+		"DescribeConfigs topic":       topic("t", describeConfigs),
+		"DescribeConfigs broker":      cluster(describeConfigs),
+		"AlterConfigs":                topic("t", alterConfigs),
+		"IncrementalAlterConfigs":     topic("t", alterConfigs),
+		"OffsetCommit":                join(group(read), topic("t", read)),
+		"OffsetFetch":                 join(group(describe), topic("t", describe)),
+		"FindCoordinator group":       group(describe),
+		"FindCoordinator transaction": txn(describe),
+		"JoinGroup":                   group(read),
+		"SyncGroup":                   group(read),
+		"Heartbeat":                   group(read),
+		"LeaveGroup":                  group(read),
+		"DescribeGroups":              group(describe),
+		"DeleteGroups":                group(del),
+		"OffsetDelete":                join(group(del), topic("t", read)),
+		"ConsumerGroupHeartbeat":      join(grants(kmsg.ACLResourceTypeGroup, "cg", []kmsg.ACLOperation{read}), topic("t", describe)),
+		// The group's members are assigned t: describing it needs t too.
+		"ConsumerGroupDescribe":        join(grants(kmsg.ACLResourceTypeGroup, "cg", []kmsg.ACLOperation{describe}), topic("t", describe)),
 		"InitProducerID idempotent":    cluster(idempotentWrite),
 		"InitProducerID transactional": txn(write),
 		"ElectLeaders":                 cluster(alter),
@@ -357,7 +371,7 @@ func TestEveryRequestWithAndWithoutItsACLs(t *testing.T) {
 	require.Empty(t, lg.(*kmsg.ListGroupsResponse).Groups)
 	lg, err = admin.Broker(0).Request(ctx, kmsg.NewPtrListGroupsRequest())
 	require.NoError(t, err)
-	require.Len(t, lg.(*kmsg.ListGroupsResponse).Groups, 1)
+	require.Len(t, lg.(*kmsg.ListGroupsResponse).Groups, 2) // g, and cg of the consumer protocol
 	allow(ctx, t, admin, group(describe))
 	lg, err = alice.Broker(0).Request(ctx, kmsg.NewPtrListGroupsRequest())
 	require.NoError(t, err)
