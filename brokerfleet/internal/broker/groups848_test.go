@@ -354,6 +354,26 @@ func TestConsumerProtocolRegexAndAdmin(t *testing.T) {
 	}
 	require.Equal(t, 5, n, "assignment %+v", g.Members[0].Assignment)
 	require.NotNil(t, g.Members[0].SubscribedTopicRegex)
+	// The metrics name the group's type and its epoch.
+	waitFor(t, "the group's epoch in the metrics", func() bool {
+		fams, err := b.Gatherer().Gather()
+		require.NoError(t, err)
+		for _, f := range fams {
+			if f.GetName() != "strata_consumer_group_epoch" {
+				continue
+			}
+			for _, mt := range f.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range mt.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				if labels["group"] == "regexers" && labels["type"] == "consumer" && int32(mt.GetGauge().GetValue()) == g.Epoch {
+					return true
+				}
+			}
+		}
+		return false
+	})
 	m.close()
 	_ = kadm.StringPtr
 }
