@@ -63,7 +63,7 @@
 // run loop, finding idle groups). No goroutine holds two groups' locks.
 // Functions that expect a lock held say "Holds g.mu". Options.Valid runs
 // with no lock held; Options.PartitionExists, Options.TopicID and
-// Options.Topics run with a group's mu held, so they must not call the Coordinator, nor wait for
-// a lock whose holder does (the broker calls SetShards after releasing
-// its own mu).
+// Options.Topics run with a group's mu held, so they must not call the
+// Coordinator, nor wait for a lock whose holder does (the broker calls
+// SetShards after releasing its own mu).
 package group
