@@ -52,8 +52,11 @@ func TestMain(m *testing.M) {
 type scenario struct {
 	name    string
 	opts    clusterOpts
-	group   bool // consumer-group members run too
-	nemesis func(*nemesis)
+	group bool // consumer-group members run too
+	// consumerProtocol: the members use the consumer group protocol
+	// (KIP-848, kgo.ServerSideBalancer) instead of the classic one.
+	consumerProtocol bool
+	nemesis          func(*nemesis)
 }
 
 var scenarios = []scenario{
@@ -66,6 +69,7 @@ var scenarios = []scenario{
 	{name: "dynamodb-outage", nemesis: dynamoOutage},
 	{name: "s3", nemesis: s3Loop},
 	{name: "group", group: true, nemesis: groupLoop},
+	{name: "group-consumer-protocol", group: true, consumerProtocol: true, nemesis: groupLoop},
 	{name: "combined", group: true, opts: clusterOpts{skew: [brokers]string{"90m", "-45m", ""}}, nemesis: combined},
 }
 
@@ -175,7 +179,7 @@ func runScenario(t *testing.T, sc scenario, seed uint64, dur time.Duration, expe
 	w := startWorkload(t, c, h)
 	var g *group
 	if sc.group {
-		g = newGroup(t, c, h)
+		g = newGroup(t, c, h, sc.consumerProtocol)
 		g.Start()
 		g.Start()
 	}
