@@ -160,6 +160,9 @@ type Coordinator struct {
 	// gained are shards owned since the run loop last loaded their
 	// groups with members (loadGained).
 	gained map[int32]bool
+	// gainedRetry (the run loop's) is when loadGained may try again
+	// after the metastore failed it.
+	gainedRetry time.Time
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -472,6 +475,9 @@ func (c *Coordinator) Snapshots() []Snapshot {
 // with the previous coordinator leaves its group a session later. A shard
 // whose index cannot be read is tried again at the next tick.
 func (c *Coordinator) loadGained() {
+	if c.clock.Now().Before(c.gainedRetry) {
+		return
+	}
 	c.mu.Lock()
 	var shards []int32
 	for s := range c.gained {
@@ -484,9 +490,10 @@ func (c *Coordinator) loadGained() {
 		cancel()
 		if err != nil {
 			if c.ctx.Err() == nil {
-				c.log.Warn("list the groups of a gained shard", "shard", s, "err", err)
+				c.log.Warn("list the groups of a gained shard; trying again in a second", "shard", s, "err", err)
 			}
-			continue
+			c.gainedRetry = c.clock.Now().Add(time.Second)
+			return
 		}
 		for _, gi := range infos {
 			if gi.ProtocolType == "" || gi.EmptySince != 0 {
