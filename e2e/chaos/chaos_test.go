@@ -50,8 +50,8 @@ func TestMain(m *testing.M) {
 
 // scenario is a cluster, a workload and a nemesis.
 type scenario struct {
-	name    string
-	opts    clusterOpts
+	name  string
+	opts  clusterOpts
 	group bool // consumer-group members run too
 	// consumerProtocol: the members use the consumer group protocol
 	// (KIP-848, kgo.ServerSideBalancer) instead of the classic one.

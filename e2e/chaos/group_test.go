@@ -41,8 +41,8 @@ type memberLine struct {
 func runMember(bootstrap string) {
 	opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(bootstrap, ",")...), kgo.ConsumerGroup(groupName),
 		kgo.ConsumeTopics(topicName), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(),
-		kgo.SessionTimeout(6*time.Second), kgo.HeartbeatInterval(500*time.Millisecond),
-		kgo.FetchMaxWait(300*time.Millisecond), kgo.MetadataMinAge(250*time.Millisecond)}
+		kgo.SessionTimeout(6 * time.Second), kgo.HeartbeatInterval(500 * time.Millisecond),
+		kgo.FetchMaxWait(300 * time.Millisecond), kgo.MetadataMinAge(250 * time.Millisecond)}
 	if os.Getenv(protocolEnv) == "consumer" {
 		// The brokers' group.consumer.* settings (cluster_test.go) match
 		// the classic members' session and heartbeat.
