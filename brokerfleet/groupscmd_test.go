@@ -389,6 +389,15 @@ func TestGroupsDescribe(t *testing.T) {
 	code, out, errOut = e.groups("list")
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, [][]string{{"modern", "consumer", "Stable", "consumer", "1", "4"}}, tableRows(out, "modern"))
+	// brokerfleet lag shows it too.
+	var lb, le bytes.Buffer
+	require.Equal(t, 0, run([]string{"lag", "-bootstrap", e.bootstrap, "-group", "modern", "-once", "-json"}, &lb, &le), le.String())
+	var ld lagJSON
+	require.NoError(t, json.Unmarshal(lb.Bytes(), &ld), lb.String())
+	require.Len(t, ld.Groups, 1)
+	require.Equal(t, "Stable", ld.Groups[0].State)
+	require.Equal(t, 1, ld.Groups[0].Members)
+	require.Equal(t, int64(4), ld.TotalLag)
 
 	code, out, errOut = e.groups("describe", "nosuch")
 	require.Equal(t, 1, code)
