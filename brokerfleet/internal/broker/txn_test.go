@@ -387,3 +387,28 @@ func readValuesOf(t *testing.T, addr, topicName string, committed bool, end int6
 	}
 	return got
 }
+
+// TestTransactionMetrics: an open transaction shows in the gauges (ongoing
+// at the coordinator, open in the partition, the LSO lag), and aborts are
+// counted by cause.
+func TestTransactionMetrics(t *testing.T) {
+	b := brokertest.Start(t)
+	brokertest.CreateTopic(t, b.Addr, "txn-metrics", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	prod := brokertest.Client(t, b.Addr, kgo.TransactionalID("metered"), kgo.DefaultProduceTopic("txn-metrics"))
+	require.NoError(t, prod.BeginTransaction())
+	for range 5 {
+		require.NoError(t, prod.ProduceSync(ctx, kgo.StringRecord("x")).FirstErr())
+	}
+	s := gather(t, b.Gatherer())
+	require.Equal(t, 1.0, sum(s, "strata_transactions_ongoing", nil))
+	require.Equal(t, 1.0, sum(s, "strata_partition_open_transactions", nil))
+	require.Equal(t, 5.0, sum(s, "strata_last_stable_offset_lag_max", nil))
+	require.NoError(t, prod.EndTransaction(ctx, kgo.TryAbort))
+	s = gather(t, b.Gatherer())
+	require.Equal(t, 1.0, sum(s, "strata_transaction_aborts_total", map[string]string{"cause": "client"}))
+	require.Equal(t, 0.0, sum(s, "strata_transactions_ongoing", nil))
+	require.Equal(t, 0.0, sum(s, "strata_partition_open_transactions", nil))
+	require.Equal(t, 0.0, sum(s, "strata_last_stable_offset_lag_max", nil))
+}
