@@ -70,6 +70,9 @@ func brokerBinary(t *testing.T) string {
 type clusterOpts struct {
 	unsafeAck bool            // -test-unsafe-ack on every broker
 	skew      [brokers]string // -test-clock-skew per broker ("" none)
+	// compaction: the compacted topic tableTopic too, and brokers whose
+	// cleaners and segment.ms rolls act within a second.
+	compaction bool
 }
 
 // cluster is three `brokerfleet serve` processes over one minidyn and one
@@ -193,6 +196,11 @@ func startCluster(t *testing.T, opts clusterOpts) *cluster {
 	}, topicName)
 	require.NoError(t, err)
 	require.NoError(t, resp.Err)
+	if opts.compaction {
+		resp, err := adm.CreateTopic(ctx, partitions, brokers, tableConfigs, tableTopic)
+		require.NoError(t, err)
+		require.NoError(t, resp.Err)
+	}
 	waitFor(t, time.Minute, "every partition led with a full ISR", func() bool { return c.healthy(ctx) })
 	return c
 }
@@ -225,11 +233,18 @@ func (c *cluster) start(i int) {
 		"-lease", lease.String(), "-lease-margin", "500ms", "-replica-lag-max", "2s", "-watch-interval", "200ms",
 		"-leader-rebalance-interval", "10s", "-log-level", cmp.Or(os.Getenv(logLevelEnv), "info"),
 		"-transaction-check-interval", "500ms",
+		// Consumer-protocol members as the classic ones: fenced after 6 s,
+		// heartbeating every 500 ms.
+		"-group-consumer-min-session-timeout", "1s", "-group-consumer-session-timeout", "6s",
+		"-group-consumer-min-heartbeat-interval", "100ms", "-group-consumer-heartbeat-interval", "500ms",
 		"-http", c.http[i],
 		"-test-peer-dial", strings.Join(dial, ","),
 	}
 	if c.opts.unsafeAck {
 		args = append(args, "-test-unsafe-ack")
+	}
+	if c.opts.compaction {
+		args = append(args, "-cleaner-backoff", "200ms", "-maintenance-interval", "500ms")
 	}
 	if s := c.opts.skew[i]; s != "" {
 		args = append(args, "-test-clock-skew", s)
@@ -411,16 +426,25 @@ func (c *cluster) healthy(ctx context.Context) bool {
 		if err != nil {
 			return false
 		}
+		topics := []string{topicName}
+		if c.opts.compaction {
+			topics = append(topics, tableTopic)
+		}
 		mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		md, err := kadm.NewClient(cl).Metadata(mctx, topicName)
+		md, err := kadm.NewClient(cl).Metadata(mctx, topics...)
 		cancel()
 		cl.Close()
-		if err != nil || len(md.Topics[topicName].Partitions) != partitions {
+		if err != nil {
 			return false
 		}
-		for _, p := range md.Topics[topicName].Partitions {
-			if p.Leader < 0 || len(p.ISR) != brokers {
+		for _, tp := range topics {
+			if len(md.Topics[tp].Partitions) != partitions {
 				return false
+			}
+			for _, p := range md.Topics[tp].Partitions {
+				if p.Leader < 0 || len(p.ISR) != brokers {
+					return false
+				}
 			}
 		}
 	}

@@ -96,6 +96,10 @@ func killLoop(n *nemesis) {
 	}
 }
 
+// compactionLoop kills and pauses leaders at once (killLoop and
+// pauseLoop side by side): the compaction scenario's faults.
+func compactionLoop(n *nemesis) { n.fork(killLoop, pauseLoop) }
+
 // rollingLoop restarts the brokers one after another with SIGTERM,
 // waiting for a full ISR after each.
 func rollingLoop(n *nemesis) {

@@ -192,6 +192,11 @@ func produceOne(b *Broker, req *kmsg.ProduceRequest, topicName string, idx int32
 			return nil, partition.AppendResult{}, err
 		}
 	}
+	if cfg.Compact {
+		if err := checkKeys(topicName, records, h, cfg.MaxMessageBytes); err != nil {
+			return nil, partition.AppendResult{}, err
+		}
+	}
 	var guard *partition.TxnGuard
 	if h.IsTransactional() && !p.TxnVerified(h.ProducerID, h.ProducerEpoch) {
 		var err error

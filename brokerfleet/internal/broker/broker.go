@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stratamq/strata/brokerfleet/internal/catalog"
+	"github.com/stratamq/strata/brokerfleet/internal/cleaner"
 	"github.com/stratamq/strata/brokerfleet/internal/controller"
 	"github.com/stratamq/strata/brokerfleet/internal/fetchsession"
 	"github.com/stratamq/strata/brokerfleet/internal/group"
@@ -50,7 +51,8 @@ type Broker struct {
 	cat      *catalog.Catalog
 	ctrl     *controller.Controller
 	follower *replication.Follower
-	tier     *tier.Manager // nil without an object store
+	tier     *tier.Manager    // nil without an object store
+	cleaner  *cleaner.Cleaner // nil when Config.Cleaner.Threads is 0
 	coord    *group.Coordinator
 	txn      *txn.Coordinator // the transaction coordinator
 	peers    *peers           // requests to other brokers (markers, verification)
@@ -80,6 +82,12 @@ type Broker struct {
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the loops and connections
+
+	// viewMu guards viewSnap and viewSeq: the version of the topic view
+	// the group coordinator sees moves with every new catalog snapshot.
+	viewMu   sync.Mutex
+	viewSnap *catalog.Snapshot
+	viewSeq  int64
 
 	connMu sync.Mutex // guards the fields below
 	host   string
@@ -170,6 +178,10 @@ func New(cfg Config) (*Broker, error) {
 		MinSessionTimeout: cfg.GroupMinSessionTimeout, MaxSessionTimeout: cfg.GroupMaxSessionTimeout,
 		InitialRebalanceDelay: cfg.GroupInitialRebalanceDelay, Clock: cfg.Clock, Logger: b.log,
 		OffsetsRetention: cfg.OffsetsRetention, TopicID: b.topicID,
+		Topics: b.topicView, MaxSize: cfg.GroupMaxSize,
+		ConsumerSessionTimeout: cfg.GroupConsumerSessionTimeout, ConsumerHeartbeatInterval: cfg.GroupConsumerHeartbeatInterval,
+		ConsumerMaxSize: cfg.GroupConsumerMaxSize, ConsumerAssignors: cfg.GroupConsumerAssignors,
+		MigrationPolicy: cfg.GroupConsumerMigrationPolicy,
 	})
 	b.peers = newPeers(cfg.Security.Dialer(cfg.DialPeer, cfg.NodeID), cfg.NodeID)
 	b.txn = txn.New(txn.Options{
@@ -197,6 +209,15 @@ func New(cfg Config) (*Broker, error) {
 		b.txn.Close()
 		return nil, err
 	}
+	if cfg.Cleaner.Threads > 0 {
+		b.cleaner = cleaner.New(cleaner.Options{
+			Threads: cfg.Cleaner.Threads, DedupeBytes: cfg.Cleaner.DedupeBufferBytes,
+			IOBytesPerSecond: cfg.Cleaner.IOBytesPerSecond, Backoff: cfg.Cleaner.Backoff, Tier: cfg.Objects != nil,
+			Partitions: func() []*partition.Partition { return b.cat.Snapshot().Hosted() },
+			Clock:      cfg.Clock, Logger: b.log,
+		})
+		m.CollectCleaner(func() metrics.CleanerStats { return cleanerStats(b.cleaner) }, cfg.Clock.Now)
+	}
 	b.quotas = quota.New(quota.Options{Clock: cfg.Clock})
 	b.reloadQuotas(ctx)
 	b.admin = &admin{cfg: &b.cfg, ctx: ctx, log: b.log, meta: cfg.Meta, cat: b.cat, defaults: defaults, tier: b.tier, clock: cfg.Clock}
@@ -221,6 +242,9 @@ func New(cfg Config) (*Broker, error) {
 	b.run(b.watch)
 	b.run(b.maintain)
 	b.run(b.refreshGroupStats)
+	if b.cleaner != nil {
+		b.run(b.cleaner.Run)
+	}
 	b.run(b.ctrl.Run)
 	b.run(func(ctx context.Context) {
 		replication.MaintainISR(ctx, replication.ISROptions{
@@ -266,6 +290,9 @@ func (b *Broker) applied(s *catalog.Snapshot) {
 	}
 	if b.coord != nil {
 		b.coord.SetShards(owned)
+	}
+	if b.cleaner != nil {
+		b.cleaner.Kick() // a topic may have become compacted
 	}
 	if b.txn != nil {
 		b.txn.SetShards(assigned)

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"time"
 
+	"github.com/stratamq/strata/brokerfleet/internal/cleaner"
 	"github.com/stratamq/strata/brokerfleet/internal/fetchsession"
 	"github.com/stratamq/strata/brokerfleet/internal/group"
 	"github.com/stratamq/strata/brokerfleet/internal/security"
@@ -128,6 +130,29 @@ type Config struct {
 	// GroupInitialRebalanceDelay is how long the first rebalance of an
 	// empty group waits for more members (group.initial.rebalance.delay.ms).
 	GroupInitialRebalanceDelay time.Duration
+	// GroupMaxSize bounds a classic group's members (group.max.size).
+	GroupMaxSize int
+	// The consumer group protocol (KIP-848), Kafka's names: a member is
+	// fenced after GroupConsumerSessionTimeout without a heartbeat
+	// (group.consumer.session.timeout.ms, within
+	// group.consumer.min/max.session.timeout.ms), and told to heartbeat
+	// every GroupConsumerHeartbeatInterval
+	// (group.consumer.heartbeat.interval.ms, within
+	// group.consumer.min/max.heartbeat.interval.ms, below the session
+	// timeout).
+	GroupConsumerSessionTimeout, GroupConsumerMinSessionTimeout, GroupConsumerMaxSessionTimeout          time.Duration
+	GroupConsumerHeartbeatInterval, GroupConsumerMinHeartbeatInterval, GroupConsumerMaxHeartbeatInterval time.Duration
+	// GroupConsumerMaxSize bounds a consumer group's members
+	// (group.consumer.max.size).
+	GroupConsumerMaxSize int
+	// GroupConsumerAssignors are the server-side assignors, the first the
+	// default (group.consumer.assignors): uniform, range.
+	GroupConsumerAssignors []string
+	// GroupConsumerMigrationPolicy says which online migrations between
+	// the classic and the consumer protocol happen
+	// (group.consumer.migration.policy): bidirectional, upgrade,
+	// downgrade or disabled.
+	GroupConsumerMigrationPolicy string
 	// OffsetsRetention is how long committed offsets are kept once their
 	// group is empty (of a group without members: after each commit);
 	// Kafka's offsets.retention.minutes, 7 days.
@@ -162,6 +187,9 @@ type Config struct {
 	// partitions are written to S3 (one shared object per flush); acks
 	// wait for it.
 	ObjectFlushInterval time.Duration
+	// Cleaner configures the log cleaner of compacted topics
+	// (log.cleaner.*).
+	Cleaner CleanerConfig
 	// Security configures listeners, TLS, SASL and ACLs (security.go);
 	// the zero value is one plaintext listener without authentication.
 	Security security.Config
@@ -178,6 +206,22 @@ type Config struct {
 	UnsafeAckBeforeReplication bool
 }
 
+// CleanerConfig is the log cleaner's part of Config.
+type CleanerConfig struct {
+	// Threads is how many partitions are cleaned at once
+	// (log.cleaner.threads); 0 turns the cleaner off.
+	Threads int
+	// DedupeBufferBytes bounds the memory of the key maps of all threads
+	// (log.cleaner.dedupe.buffer.size); 0 is the default, 128 MiB.
+	DedupeBufferBytes int64
+	// IOBytesPerSecond bounds the bytes the cleaner reads and writes
+	// (log.cleaner.io.max.bytes.per.second); 0 is unlimited.
+	IOBytesPerSecond float64
+	// Backoff is how long an idle cleaner waits before it looks for dirty
+	// partitions again (log.cleaner.backoff.ms).
+	Backoff time.Duration
+}
+
 // DefaultConfig returns the defaults of `brokerfleet serve`.
 func DefaultConfig() Config {
 	return Config{
@@ -191,6 +235,7 @@ func DefaultConfig() Config {
 		QueuedMaxRequestBytes:      256 << 20,
 		FetchMaxBytes:              55 << 20,
 		MaintenanceInterval:        30 * time.Second,
+		Cleaner:                    CleanerConfig{Threads: 1, DedupeBufferBytes: cleaner.DefaultDedupeBytes, Backoff: cleaner.DefaultBackoff},
 		FetchSessionSlots:          fetchsession.DefaultSlots,
 		Lease:                      metastore.LeaseOptions{Duration: 6 * time.Second, Margin: time.Second},
 		WatchInterval:              250 * time.Millisecond,
@@ -203,14 +248,25 @@ func DefaultConfig() Config {
 		GroupMinSessionTimeout:     group.DefaultMinSessionTimeout,
 		GroupMaxSessionTimeout:     group.DefaultMaxSessionTimeout,
 		GroupInitialRebalanceDelay: group.DefaultInitialRebalanceDelay,
-		OffsetsRetention:           group.DefaultOffsetsRetention,
-		TransactionMaxTimeout:      txn.DefaultMaxTimeout,
-		TransactionalIDExpiration:  txn.DefaultIDExpiration,
-		TransactionCheckInterval:   txn.DefaultCheckInterval,
-		TierInterval:               5 * time.Second,
-		TierOrphanGrace:            10 * time.Minute,
-		ObjectFlushInterval:        50 * time.Millisecond,
-		GroupStatsInterval:         5 * time.Second,
+		GroupMaxSize:               math.MaxInt32,
+
+		GroupConsumerSessionTimeout:       group.DefaultConsumerSessionTimeout,
+		GroupConsumerMinSessionTimeout:    group.DefaultConsumerMinSessionTimeout,
+		GroupConsumerMaxSessionTimeout:    group.DefaultConsumerMaxSessionTimeout,
+		GroupConsumerHeartbeatInterval:    group.DefaultConsumerHeartbeatInterval,
+		GroupConsumerMinHeartbeatInterval: group.DefaultConsumerMinHeartbeatInterval,
+		GroupConsumerMaxHeartbeatInterval: group.DefaultConsumerMaxHeartbeatInterval,
+		GroupConsumerMaxSize:              math.MaxInt32,
+		GroupConsumerAssignors:            group.DefaultConsumerAssignors(),
+		GroupConsumerMigrationPolicy:      group.DefaultMigrationPolicy,
+		TransactionMaxTimeout:             txn.DefaultMaxTimeout,
+		TransactionalIDExpiration:         txn.DefaultIDExpiration,
+		TransactionCheckInterval:          txn.DefaultCheckInterval,
+		OffsetsRetention:                  group.DefaultOffsetsRetention,
+		TierInterval:                      5 * time.Second,
+		TierOrphanGrace:                   10 * time.Minute,
+		ObjectFlushInterval:               50 * time.Millisecond,
+		GroupStatsInterval:                5 * time.Second,
 	}
 }
 
@@ -287,12 +343,25 @@ func (c *Config) ValidateSettings() error {
 	if c.WatchInterval <= 0 {
 		errs = append(errs, fmt.Errorf("watch-interval: %v is not positive", c.WatchInterval))
 	}
+	if c.Cleaner.Threads < 0 || c.Cleaner.Threads > 64 {
+		errs = append(errs, fmt.Errorf("cleaner-threads: %d is outside [0, 64]", c.Cleaner.Threads))
+	}
+	if floor := int64(64<<10) * int64(max(c.Cleaner.Threads, 1)); c.Cleaner.DedupeBufferBytes != 0 && c.Cleaner.DedupeBufferBytes < floor {
+		errs = append(errs, fmt.Errorf("cleaner-dedupe-buffer-size: %d is below %d (64 KiB per cleaner thread)", c.Cleaner.DedupeBufferBytes, floor))
+	}
+	if !(c.Cleaner.IOBytesPerSecond >= 0) {
+		errs = append(errs, fmt.Errorf("cleaner-io-max-bytes-per-second: %v is negative", c.Cleaner.IOBytesPerSecond))
+	}
+	if c.Cleaner.Backoff < 0 {
+		errs = append(errs, fmt.Errorf("cleaner-backoff: %v is negative", c.Cleaner.Backoff))
+	}
 	if c.MaintenanceInterval <= 0 {
 		errs = append(errs, fmt.Errorf("maintenance-interval: %v is not positive", c.MaintenanceInterval))
 	}
 	if c.GroupMinSessionTimeout <= 0 || c.GroupMaxSessionTimeout < c.GroupMinSessionTimeout {
 		errs = append(errs, fmt.Errorf("group-min-session-timeout, group-max-session-timeout: %v and %v must be positive and in order", c.GroupMinSessionTimeout, c.GroupMaxSessionTimeout))
 	}
+	errs = append(errs, c.validateConsumerGroups()...)
 	if c.OffsetsRetention <= 0 {
 		errs = append(errs, fmt.Errorf("offsets-retention: %v is not positive", c.OffsetsRetention))
 	}
@@ -330,4 +399,33 @@ func (c *Config) ValidateSettings() error {
 		errs = append(errs, fmt.Errorf("topic default: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// validateConsumerGroups checks the consumer group protocol's settings
+// as Kafka does.
+func (c *Config) validateConsumerGroups() []error {
+	var errs []error
+	inOrder := func(name string, lo, v, hi time.Duration) {
+		if lo <= 0 || v < lo || v > hi {
+			errs = append(errs, fmt.Errorf("%s: %v must be positive and within %v..%v", name, v, lo, hi))
+		}
+	}
+	inOrder("group-consumer-session-timeout", c.GroupConsumerMinSessionTimeout, c.GroupConsumerSessionTimeout, c.GroupConsumerMaxSessionTimeout)
+	inOrder("group-consumer-heartbeat-interval", c.GroupConsumerMinHeartbeatInterval, c.GroupConsumerHeartbeatInterval, c.GroupConsumerMaxHeartbeatInterval)
+	if c.GroupConsumerHeartbeatInterval >= c.GroupConsumerSessionTimeout {
+		errs = append(errs, fmt.Errorf("group-consumer-heartbeat-interval: %v must be below the session timeout %v", c.GroupConsumerHeartbeatInterval, c.GroupConsumerSessionTimeout))
+	}
+	if c.GroupConsumerMaxSize < 1 {
+		errs = append(errs, fmt.Errorf("group-consumer-max-size: %d is below 1", c.GroupConsumerMaxSize))
+	}
+	if c.GroupMaxSize < 1 {
+		errs = append(errs, fmt.Errorf("group-max-size: %d is below 1", c.GroupMaxSize))
+	}
+	if err := group.ValidateConsumerAssignors(c.GroupConsumerAssignors); err != nil {
+		errs = append(errs, fmt.Errorf("group-consumer-assignors: %w", err))
+	}
+	if !group.ValidMigrationPolicy(c.GroupConsumerMigrationPolicy) {
+		errs = append(errs, fmt.Errorf("group-consumer-migration-policy: %q is not bidirectional, upgrade, downgrade or disabled", c.GroupConsumerMigrationPolicy))
+	}
+	return errs
 }

@@ -50,6 +50,7 @@ func (tc *tieredCluster) start(t *testing.T, id int, dir, listen string) *broker
 	cfg.TierInterval, cfg.TierOrphanGrace = 100*time.Millisecond, time.Hour
 	cfg.MaintenanceInterval, cfg.Advertise = 100*time.Millisecond, ""
 	cfg.DefaultReplicationFactor = 3
+	cfg.Cleaner.Backoff = 50 * time.Millisecond // compacted topics clean at once
 	if tc.tweak != nil {
 		tc.tweak(&cfg)
 	}

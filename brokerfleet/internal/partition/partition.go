@@ -104,7 +104,7 @@ func New(o Options) (*Partition, error) {
 	}
 	cfg := o.Config
 	p.cfg.Store(&cfg)
-	o.Log.SetSegmentConfig(cfg.SegmentBytes, cfg.SegmentAge)
+	o.Log.SetSegmentConfig(cfg.SegmentBytes, time.Duration(segmentAge(cfg)))
 	err := p.rebuildTxnsLocked(func(h segment.Header) {
 		appendTime := int64(-1)
 		if h.LogAppendTime() {
@@ -141,7 +141,7 @@ func (p *Partition) Config() topic.Config { return *p.cfg.Load() }
 // SetConfig applies a changed topic config.
 func (p *Partition) SetConfig(c topic.Config) {
 	p.cfg.Store(&c)
-	p.log.SetSegmentConfig(c.SegmentBytes, c.SegmentAge)
+	p.log.SetSegmentConfig(c.SegmentBytes, time.Duration(segmentAge(c)))
 	p.kickFlush()
 }
 
@@ -400,6 +400,12 @@ func (p *Partition) Maintain() error {
 	cfg := p.cfg.Load()
 	if err := p.log.MaybeRoll(); err != nil {
 		return err
+	}
+	if cfg.NoDelete {
+		// cleanup.policy=compact: the cleaner keeps the latest record of
+		// every key for ever, here and (not expired) in the tier, so local
+		// disk holds the whole table for the cleaner and new replicas.
+		return nil
 	}
 	// segment.Log reads a non-positive retention as unlimited; Kafka's 0
 	// means "already expired".

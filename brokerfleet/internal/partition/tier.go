@@ -90,9 +90,21 @@ func (p *Partition) OpenSegment(s segment.SegmentInfo) (segment.File, error) {
 	}
 	if size != s.Size {
 		f.Close()
-		return nil, fmt.Errorf("partition %s-%d: segment %d is %d bytes, expected %d", p.topic, p.index, s.BaseOffset, size, s.Size)
+		return nil, &SegmentChangedError{Topic: p.topic, Partition: p.index, Base: s.BaseOffset, Size: size, Want: s.Size}
 	}
 	return f, nil
+}
+
+// SegmentChangedError is returned by OpenSegment when the segment is no
+// longer the size its SegmentInfo says (the cleaner rewrote it).
+type SegmentChangedError struct {
+	Topic            string
+	Partition        int32
+	Base, Size, Want int64
+}
+
+func (e *SegmentChangedError) Error() string {
+	return fmt.Sprintf("partition %s-%d: segment %d is %d bytes, expected %d", e.Topic, e.Partition, e.Base, e.Size, e.Want)
 }
 
 // SetObjectDurable records that every batch below end is in the object
