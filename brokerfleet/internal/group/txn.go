@@ -62,8 +62,7 @@ func (g *group) loadTxnOffsets(ctx context.Context) error {
 var ErrNotCoordinator = errors.New("group: not the coordinator of the shard")
 
 // TxnCommit handles TxnOffsetCommit. Members commit under their
-// generation (v3+ carry it, KIP-447; a consumer-protocol group's member
-// under its member epoch, as OffsetCommit); a commit without member or
+// generation (v3+ carry it, KIP-447); a commit without member or
 // generation is a producer's outside the group's protocol and needs no
 // membership. verify asks the transaction coordinator whether the group
 // is part of the producer's ongoing transaction (KIP-890); it runs with
@@ -97,28 +96,12 @@ func (c *Coordinator) TxnCommit(ctx context.Context, req *kmsg.TxnOffsetCommitRe
 	}
 	defer g.mu.Unlock()
 	g.touch(nil)
-	var partitionCode func(topic string, partition int32) int16
-	switch {
-	case req.Version < 3 || (req.Generation < 0 && req.MemberID == "" && deref(req.InstanceID) == ""):
-		// No member: a producer outside the group's protocol.
-	case g.cg != nil:
-		// A consumer-protocol group (KIP-848): the generation is the
-		// member's epoch, as OffsetCommit checks it; a stale one is
-		// ILLEGAL_GENERATION before TxnOffsetCommit v6 (KIP-1319).
-		var code int16
-		code, partitionCode = g.consumerCommitCheck(9, req.Generation, req.MemberID)
-		if code == kerr.StaleMemberEpoch.Code {
-			code = codeIllegalGeneration
-		}
-		if code != 0 {
-			return setAll(code)
-		}
-	default:
+	if req.Version >= 3 && (req.Generation >= 0 || req.MemberID != "" || deref(req.InstanceID) != "") {
 		m, code := g.checkMember(req.MemberID, req.InstanceID)
 		if code != 0 {
 			return setAll(code)
 		}
-		if !g.generationOK(m, req.Generation) {
+		if req.Generation != g.generation {
 			return setAll(codeIllegalGeneration)
 		}
 		g.touch(m)
@@ -150,14 +133,6 @@ func (c *Coordinator) TxnCommit(ctx context.Context, req *kmsg.TxnOffsetCommitRe
 			case len(md) > c.opts.MaxMetadataBytes:
 				sp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
 				continue
-			case partitionCode != nil:
-				if code := partitionCode(rt.Topic, rp.Partition); code != 0 {
-					if code == kerr.StaleMemberEpoch.Code {
-						code = codeIllegalGeneration
-					}
-					sp.ErrorCode = code
-					continue
-				}
 			}
 			leaderEpoch := rp.LeaderEpoch
 			if req.Version < 2 {

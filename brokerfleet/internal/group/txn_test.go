@@ -115,23 +115,3 @@ func TestTxnOffsetCommitFencing(t *testing.T) {
 		t.Fatalf("committed %d", got)
 	}
 }
-
-// A consumer-protocol group's member (KIP-848) commits transactional
-// offsets under its member epoch.
-func TestTxnOffsetCommitConsumerGroup(t *testing.T) {
-	topics := newTestTopics()
-	topics.set("t", 1)
-	h := newCGHarness(t, topics)
-	m := h.newMember(h.c, "cg", "m1", "t")
-	m.beat()
-	code := func(r *kmsg.TxnOffsetCommitResponse) int16 { return r.Topics[0].Partitions[0].ErrorCode }
-	wantCode(t, "current epoch", code(h.c.TxnCommit(h.ctx, txnCommitReq("cg", m.id, m.epoch, 5, 3), verified(0))), nil)
-	wantCode(t, "future epoch", code(h.c.TxnCommit(h.ctx, txnCommitReq("cg", m.id, m.epoch+1, 5, 3), verified(0))), kerr.IllegalGeneration)
-	wantCode(t, "unknown member", code(h.c.TxnCommit(h.ctx, txnCommitReq("cg", "nobody", m.epoch, 5, 3), verified(0))), kerr.UnknownMemberID)
-	if err := h.c.CompleteTxn(h.ctx, metastore.GroupShard("cg"), 5, true); err != nil {
-		t.Fatal(err)
-	}
-	if off, c := h.stable(h.c, "cg"); c != 0 || off != 3 {
-		t.Fatalf("committed %d, code %d", off, c)
-	}
-}
