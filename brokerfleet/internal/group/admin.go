@@ -32,15 +32,6 @@ func (c *Coordinator) Describe(ctx context.Context, req *kmsg.DescribeGroupsRequ
 			resp.Groups = append(resp.Groups, dg)
 			continue
 		}
-		if g.cg != nil {
-			// Kafka describes a consumer-protocol group as Dead here (v6+
-			// would add GROUP_ID_NOT_FOUND): ConsumerGroupDescribe
-			// describes it.
-			dg.State, dg.ProtocolType = "Dead", "consumer"
-			g.mu.Unlock()
-			resp.Groups = append(resp.Groups, dg)
-			continue
-		}
 		dg.State = g.stateName()
 		dg.ProtocolType = g.protocolType
 		if g.state == stateStable {
@@ -73,21 +64,18 @@ func (c *Coordinator) List(ctx context.Context, req *kmsg.ListGroupsRequest) *km
 		}
 		return slices.ContainsFunc(req.StatesFilter, func(f string) bool { return strings.EqualFold(f, s) })
 	}
-	wantType := func(t string) bool {
-		if len(req.TypesFilter) == 0 {
-			return true
-		}
-		return slices.ContainsFunc(req.TypesFilter, func(f string) bool { return strings.EqualFold(f, t) })
+	if len(req.TypesFilter) > 0 && !slices.ContainsFunc(req.TypesFilter, func(f string) bool { return strings.EqualFold(f, "classic") }) {
+		return resp // every group here is a classic group
 	}
 	seen := map[string]bool{}
-	add := func(name, protocolType, state, typ string) {
-		if seen[name] || !wantState(state) || !wantType(typ) {
+	add := func(name, protocolType, state string) {
+		if seen[name] || !wantState(state) {
 			seen[name] = true
 			return
 		}
 		seen[name] = true
 		lg := kmsg.NewListGroupsResponseGroup()
-		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = name, protocolType, state, typ
+		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = name, protocolType, state, "classic"
 		resp.Groups = append(resp.Groups, lg)
 	}
 	c.mu.Lock()
@@ -99,7 +87,7 @@ func (c *Coordinator) List(ctx context.Context, req *kmsg.ListGroupsRequest) *km
 	for _, g := range mem {
 		g.mu.Lock()
 		if g.loaded && !g.gone && g.exists() {
-			add(g.name, g.protocolType, g.stateName(), g.typeName())
+			add(g.name, g.protocolType, g.stateName())
 		} else if g.loaded && !g.gone {
 			seen[g.name] = true // loaded and known not to exist (deleted)
 		}
@@ -116,26 +104,7 @@ func (c *Coordinator) List(ctx context.Context, req *kmsg.ListGroupsRequest) *km
 			return resp
 		}
 		for _, gi := range infos {
-			if seen[gi.Group] {
-				continue
-			}
-			if gi.ProtocolType != "" && gi.EmptySince == 0 {
-				// It may have members (they survive a coordinator
-				// move): read it.
-				if g, code := c.acquire(lctx, gi.Group); code == 0 {
-					if g.exists() {
-						add(g.name, g.protocolType, g.stateName(), g.typeName())
-					}
-					seen[g.name] = true
-					g.mu.Unlock()
-					continue
-				}
-			}
-			typ := "classic"
-			if gi.Type == metastore.GroupTypeConsumer {
-				typ = "consumer"
-			}
-			add(gi.Group, gi.ProtocolType, "Empty", typ)
+			add(gi.Group, gi.ProtocolType, "Empty")
 		}
 	}
 	slices.SortFunc(resp.Groups, func(a, b kmsg.ListGroupsResponseGroup) int { return strings.Compare(a.Group, b.Group) })
@@ -163,7 +132,7 @@ func (c *Coordinator) deleteGroup(ctx context.Context, name string) int16 {
 	switch {
 	case !g.exists():
 		return kerr.GroupIDNotFound.Code
-	case g.memberCount() > 0:
+	case len(g.members) > 0:
 		return kerr.NonEmptyGroup.Code
 	}
 	dctx, cancel := context.WithTimeout(ctx, metaTimeout)

@@ -283,12 +283,8 @@ func (m *Broker) RoleApplied(self int32, st metastore.PartitionState) {
 // group gauges.
 type GroupStat struct {
 	Group, State string
-	// Type is "classic" or "consumer" (the KIP-848 protocol); Epoch is a
-	// consumer group's epoch or a classic group's generation.
-	Type    string
-	Epoch   int32
-	Members int
-	Offsets []GroupOffset
+	Members      int
+	Offsets      []GroupOffset
 }
 
 // GroupOffset is a committed offset and the partition's log end (high
