@@ -226,6 +226,11 @@ const verifyWait = 5 * time.Second
 // producer INVALID_PRODUCER_EPOCH; a coordinator that cannot answer now
 // NOT_ENOUGH_REPLICAS, which every client retries.
 func verifyProduce(b *Broker, id, topicName string, idx int32, p *partition.Partition, h segment.Header) (*partition.TxnGuard, error) {
+	if topicName == txn.OffsetsTopic {
+		// The name transactions give group coordinator shards: a topic
+		// of that name is never part of one (AddPartitionsToTxn refuses it).
+		return nil, coded(kerr.InvalidTxnState, "%s-%d: transactions cannot write to %s", topicName, idx, txn.OffsetsTopic)
+	}
 	g := p.GuardTxn(h.ProducerID, h.ProducerEpoch)
 	ctx, cancel := context.WithTimeout(b.ctx, verifyWait)
 	defer cancel()

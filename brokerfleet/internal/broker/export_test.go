@@ -55,11 +55,14 @@ func LocalRecords(b *Broker, topic string, idx int32) (recs []LocalRecord, ok bo
 			return recs, true, err
 		}
 		err = segment.Split(batches, func(h segment.Header, batch []byte) error {
+			off = h.LastOffset() + 1
+			if h.IsControl() {
+				return nil // a transaction marker: no data
+			}
 			body, err := records.Body(batch, h, 64<<20)
 			if err != nil {
 				return err
 			}
-			off = h.LastOffset() + 1
 			return records.Entries(body, h, func(r records.Entry) error {
 				if r.Offset < start {
 					return nil // below the log start, in its first batch

@@ -387,3 +387,108 @@ func readValuesOf(t *testing.T, addr, topicName string, committed bool, end int6
 	}
 	return got
 }
+
+// TestTransactionMetrics: an open transaction shows in the gauges (ongoing
+// at the coordinator, open in the partition, the LSO lag), and aborts are
+// counted by cause.
+func TestTransactionMetrics(t *testing.T) {
+	b := brokertest.Start(t)
+	brokertest.CreateTopic(t, b.Addr, "txn-metrics", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	prod := brokertest.Client(t, b.Addr, kgo.TransactionalID("metered"), kgo.DefaultProduceTopic("txn-metrics"))
+	require.NoError(t, prod.BeginTransaction())
+	for range 5 {
+		require.NoError(t, prod.ProduceSync(ctx, kgo.StringRecord("x")).FirstErr())
+	}
+	s := gather(t, b.Gatherer())
+	require.Equal(t, 1.0, sum(s, "strata_transactions_ongoing", nil))
+	require.Equal(t, 1.0, sum(s, "strata_partition_open_transactions", nil))
+	require.Equal(t, 5.0, sum(s, "strata_last_stable_offset_lag_max", nil))
+	require.NoError(t, prod.EndTransaction(ctx, kgo.TryAbort))
+	s = gather(t, b.Gatherer())
+	require.Equal(t, 1.0, sum(s, "strata_transaction_aborts_total", map[string]string{"cause": "client"}))
+	require.Equal(t, 0.0, sum(s, "strata_transactions_ongoing", nil))
+	require.Equal(t, 0.0, sum(s, "strata_partition_open_transactions", nil))
+	require.Equal(t, 0.0, sum(s, "strata_last_stable_offset_lag_max", nil))
+}
+
+// TestCompactedTransactionalTable writes a compacted topic with
+// transactions, some aborted: every replica's cleaner keeps the latest
+// committed value of each key and drops the aborted ones (an aborted value
+// never hides the committed one before it), and the same table reads back
+// at read_committed from S3 after every disk is wiped.
+func TestCompactedTransactionalTable(t *testing.T) {
+	s3 := objstoretest.StartS3(t, "")
+	tc := startTiered(t, s3.Store(t, s3store.Options{}), func(c *broker.Config) {
+		c.Cleaner.Backoff, c.MaintenanceInterval = 50*time.Millisecond, 50*time.Millisecond
+	})
+	addr := tc.brokers[0].Addr
+	const topicName, keys, versions = "txn-table", 40, 15
+	brokertest.CreateTopicRF(t, addr, topicName, 1, 3, tableConfigs("segment.bytes", "4096"))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	prod := brokertest.Client(t, addr, kgo.TransactionalID("table-writer"), kgo.DefaultProduceTopic(topicName))
+	want := tableState{}
+	for v := 0; v < versions; v++ {
+		commit := v%3 != 2
+		require.NoError(t, prod.BeginTransaction())
+		var rs []*kgo.Record
+		for k := 0; k < keys; k++ {
+			key, value := fmt.Sprintf("key-%03d", k), fmt.Sprintf("v%02d-%040d", v, k)
+			if !commit {
+				value = "aborted-" + value
+			}
+			rs = append(rs, &kgo.Record{Key: []byte(key), Value: []byte(value)})
+			if commit {
+				want[key] = value
+			}
+		}
+		require.NoError(t, prod.ProduceSync(ctx, rs...).FirstErr())
+		require.NoError(t, prod.EndTransaction(ctx, kgo.TransactionEndTry(commit)))
+	}
+	waitFor(t, "every replica cleaned to the committed table", func() bool {
+		for _, b := range tc.brokers {
+			if !cleaned(replicaRecords(t, b, topicName, 1), want) {
+				return false
+			}
+		}
+		leader := tc.brokers[partitionLeader(t, addr, topicName, 0)]
+		leo, _, _, _ := broker.LocalLog(leader.Broker, topicName, 0)
+		cleanedTo, marked, _ := broker.CleanerState(leader.Broker, topicName, 0)
+		ends, _ := manifestEnd(t, tc.meta, topicName, 1)
+		return marked == 0 && cleanedTo >= leo && ends[0] >= leo
+	})
+	lastRec := lastOffsets(t, tc.brokers, topicName, 1)
+	for i, b := range tc.brokers {
+		require.NoError(t, b.Broker.Close())
+		tc.brokers[i] = nil
+	}
+	for id := 0; id < 3; id++ {
+		tc.brokers[id] = tc.start(t, id, t.TempDir(), "127.0.0.1:0")
+	}
+	state, n := readTableCommitted(t, tc.brokers[0].Addr, topicName, lastRec[0])
+	require.Equal(t, want, state)
+	require.Equal(t, keys, n, "one record per key, read from S3")
+}
+
+// readTableCommitted reads partition 0 of a table at read_committed up to
+// offset last.
+func readTableCommitted(t *testing.T, addr, topicName string, last int64) (tableState, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl := brokertest.Client(t, addr, kgo.ConsumeTopics(topicName), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(100*time.Millisecond), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	state, n := tableState{}, 0
+	for prev := int64(-1); prev < last; {
+		fs := cl.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "reading %s at read_committed: at %d, want %d", topicName, prev, last)
+		fs.EachRecord(func(r *kgo.Record) {
+			prev = r.Offset
+			n++
+			state[string(r.Key)] = string(r.Value)
+		})
+	}
+	return state, n
+}

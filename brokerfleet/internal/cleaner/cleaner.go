@@ -20,8 +20,10 @@
 // the last batch of a rewritten segment (segments stay contiguous), the
 // first batch of a leader epoch (the epoch history, rebuilt from batch
 // headers, stays exact for OffsetForLeaderEpoch), or the last batch of an
-// idempotent producer (its sequence survives a restart). Control and
-// transactional batches are kept whole (see keepWhole).
+// idempotent producer (its sequence survives a restart). The records of
+// aborted transactions never enter the map and are dropped; committed
+// transactions' records are compacted like any; transaction markers are
+// kept (see abortedTxns).
 //
 // Partitions are picked dirtiest first (dirty bytes over all cleanable
 // bytes) among those at or above min.cleanable.dirty.ratio, those whose

@@ -91,7 +91,11 @@ func (c *Cleaner) clean(ctx context.Context, p *partition.Partition) (passResult
 		return res, nil
 	}
 	m := newOffsetMap(c.o.DedupeBytes / int64(c.o.Threads))
-	mapEnd, err := c.buildMap(ctx, p, a, m)
+	// Every transaction in the cleanable segments is decided (they lie
+	// below the last stable offset): which ones aborted, the partition
+	// knows.
+	txns := abortedOf(p.AbortedTxns(a.segs[0].BaseOffset, a.segs[len(a.segs)-1].NextOffset))
+	mapEnd, err := c.buildMap(ctx, p, a, m, txns)
 	if err != nil {
 		return res, err
 	}
@@ -115,7 +119,7 @@ func (c *Cleaner) clean(ctx context.Context, p *partition.Partition) (passResult
 		groups = append(groups, cur)
 	}
 	f := &filter{
-		c: c, m: m, now: now, cfg: p.Config(), prevEpoch: math.MinInt32,
+		c: c, m: m, now: now, cfg: p.Config(), prevEpoch: math.MinInt32, txns: txns,
 		producers:      p.ProducerLastOffsets(),
 		dropTombstones: c.mayDropTombstones(p),
 	}
@@ -161,15 +165,15 @@ func (c *Cleaner) mayDropTombstones(p *partition.Partition) bool {
 // buildMap puts the keys of the dirty segments into m and returns where
 // the mapped range ends (a segment boundary: a segment that does not fit
 // whole is left out).
-func (c *Cleaner) buildMap(ctx context.Context, p *partition.Partition, a assessment, m *offsetMap) (int64, error) {
+func (c *Cleaner) buildMap(ctx context.Context, p *partition.Partition, a assessment, m *offsetMap, txns abortedTxns) (int64, error) {
 	end := a.firstDirty
 	for _, s := range a.segs {
 		if s.NextOffset <= a.firstDirty {
 			continue
 		}
 		err := c.eachBatch(ctx, p, s, func(h segment.Header, batch []byte) error {
-			if keepWhole(h) {
-				return nil
+			if h.IsControl() || txns.aborted(h) {
+				return nil // a marker, or records no consumer may take as a key's latest
 			}
 			body, err := records.Body(batch, h, c.batchLimit())
 			if err != nil {
@@ -203,18 +207,43 @@ func (c *Cleaner) buildMap(ctx context.Context, p *partition.Partition, a assess
 // partitions with well-compressed batches uncleanable.
 func (c *Cleaner) batchLimit() int64 { return int64(c.o.MaxBatchBytes) }
 
-// keepWhole reports whether a batch is kept as it is, whatever the map
-// says.
-//
-// TODO(transactions): control batches (commit and abort markers) and
-// transactional batches are kept whole until the transaction coordinator
-// exists. Then, as Kafka does: drop the records of aborted transactions
-// (from the aborted-transaction index beside each segment), keep a
-// transaction's marker while any of its data batches remain, remove
-// markers past their delete horizon, and never let a key of an open
-// (undecided) transaction enter the map: the cleanable end must stop at
-// the last stable offset.
-func keepWhole(h segment.Header) bool { return h.IsControl() || h.IsTransactional() }
+// Transactions in a compacted topic, as Kafka's cleaner treats them: the
+// cleanable segments lie below the last stable offset
+// (partition.ClosedSegments), so every transaction in them is decided. A
+// committed transaction's records are compacted like any others (they
+// enter the map and may be superseded); an aborted one's never enter the
+// map (an aborted value must not hide the committed one before it) and
+// are all dropped, their batches kept empty only where a producer, an
+// epoch or the segment's end needs one. Control batches (the markers)
+// are kept whole: a marker without records left before it closes
+// nothing, and one that still ends records must stay. (Kafka removes
+// markers whose records are all gone after delete.retention.ms; Strata
+// keeps them.)
+
+// abortedTxns are the aborted transactions of the cleanable range, by
+// producer.
+type abortedTxns map[int64][]partition.AbortedTxn
+
+func abortedOf(as []partition.AbortedTxn) abortedTxns {
+	out := abortedTxns{}
+	for _, a := range as {
+		out[a.ProducerID] = append(out[a.ProducerID], a)
+	}
+	return out
+}
+
+// aborted reports whether a data batch belongs to an aborted transaction.
+func (t abortedTxns) aborted(h segment.Header) bool {
+	if !h.IsTransactional() || h.IsControl() {
+		return false
+	}
+	for _, a := range t[h.ProducerID] {
+		if a.FirstOffset <= h.BaseOffset && h.BaseOffset <= a.LastOffset {
+			return true
+		}
+	}
+	return false
+}
 
 // eachBatch calls fn with every batch of the closed segment s of p,
 // throttled, counting the bytes read.
@@ -313,6 +342,7 @@ type filter struct {
 	now            time.Time
 	cfg            topic.Config
 	producers      map[int64]int64 // producer id -> last offset of its latest batch
+	txns           abortedTxns     // their records are all dropped
 	dropTombstones bool
 	prevEpoch      int32
 	end            int64     // end of the segment being written
@@ -338,9 +368,10 @@ func (f *filter) apply(h segment.Header, batch []byte) ([]byte, bool, error) {
 	f.prevEpoch = h.PartitionLeaderEpoch
 	last, isLast := f.producers[h.ProducerID]
 	mustKeep := firstOfEpoch || h.LastOffset() == f.end-1 || (h.ProducerID >= 0 && isLast && last == h.LastOffset())
-	if keepWhole(h) {
-		return batch, true, nil
+	if h.IsControl() {
+		return batch, true, nil // a transaction marker
 	}
+	aborted := f.txns.aborted(h)
 	body, err := records.Body(batch, h, f.c.batchLimit())
 	if err != nil {
 		return nil, false, err
@@ -350,6 +381,7 @@ func (f *filter) apply(h segment.Header, batch []byte) ([]byte, bool, error) {
 	dropped, tombs := 0, false
 	err = records.Entries(body, h, func(r records.Entry) error {
 		switch latest, ok := f.m.get(r.Key); {
+		case aborted: // no consumer may read it as committed
 		case r.Key == nil: // a compacted topic holds no keyless records
 		case ok && latest > r.Offset: // superseded
 		case r.Null && f.dropTombstones && hasHz && !f.now.Before(time.UnixMilli(hz)): // past its horizon

@@ -297,6 +297,9 @@ func (c *Coordinator) acquire(ctx context.Context, id string) (*entry, int16) {
 		e := c.txns[id]
 		if e == nil {
 			e = &entry{id: id, shard: sh, t: metastore.Transaction{ID: id}}
+			// A loaded shard holds every record of its ids: one not in
+			// it has none, and needs no read.
+			e.loaded = sh.loaded
 			c.txns[id] = e
 		}
 		c.mu.Unlock()
@@ -380,8 +383,13 @@ func (c *Coordinator) write(ctx context.Context, e *entry, next metastore.Transa
 
 // codeOf is the answer to a failed write.
 func codeOf(err error) int16 {
-	if errors.Is(err, metastore.ErrFenced) {
+	switch {
+	case errors.Is(err, metastore.ErrFenced):
 		return codeNotCoordinator
+	case errors.Is(err, metastore.ErrTooLarge):
+		// More partitions than one record holds (some ten thousand): not
+		// worth retrying.
+		return codeInvalidRequest
 	}
 	return codeNotAvailable
 }
@@ -458,8 +466,12 @@ func (c *Coordinator) check(now time.Time) {
 			cancel()
 			if err != nil {
 				c.log.Warn("expire a transactional id", "transactional_id", e.id, "err", err)
+				c.forgetLocked(e) // read it again: the delete may have happened
+			} else {
+				e.exists = false
+				c.release(e)
+				continue
 			}
-			c.forgetLocked(e)
 		}
 		e.mu.Unlock()
 	}
