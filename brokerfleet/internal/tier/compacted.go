@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/stratamq/strata/pkg/metastore"
-	"github.com/stratamq/strata/pkg/objstore"
 	"github.com/stratamq/strata/pkg/segment"
 )
 
@@ -185,18 +184,10 @@ func (t *Tier) Replace(ctx context.Context, key string, id metastore.TopicID, pa
 	if straddles(man, info.BaseOffset, info.NextOffset) {
 		return man, fmt.Errorf("tier: replace %s/%d [%d, %d): %w", id, partition, info.BaseOffset, info.NextOffset, errStraddle)
 	}
-	var abortedKey string
-	if len(aborted) > 0 {
-		abortedKey = AbortedKey(key)
-		if err := objstore.PutIfAbsentIdempotent(ctx, t.opts.Store, abortedKey, encodeAborted(aborted)); err != nil {
-			return man, fmt.Errorf("tier: replace %s: %w", abortedKey, err)
-		}
-	}
-	ref, err := t.storeSegment(ctx, key, id, partition, leaderEpoch, info, src)
+	ref, err := t.storeSegment(ctx, key, id, partition, leaderEpoch, info, src, aborted)
 	if err != nil {
 		return man, err
 	}
-	ref.Aborted = abortedKey
 	for attempt := 0; ; attempt++ {
 		next := man
 		next.LeaderEpoch = leaderEpoch

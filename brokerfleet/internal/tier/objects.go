@@ -34,18 +34,10 @@ func (t *Tier) UploadAs(ctx context.Context, key string, id metastore.TopicID, p
 	if man.LeaderEpoch > leaderEpoch {
 		return man, fmt.Errorf("tier: upload %s/%d@%d: manifest has epoch %d: %w", id, partition, info.BaseOffset, man.LeaderEpoch, ErrFenced)
 	}
-	var abortedKey string
-	if len(aborted) > 0 {
-		abortedKey = AbortedKey(key)
-		if err := objstore.PutIfAbsentIdempotent(ctx, t.opts.Store, abortedKey, encodeAborted(aborted)); err != nil {
-			return man, fmt.Errorf("tier: upload %s: %w", abortedKey, err)
-		}
-	}
-	ref, err := t.storeSegment(ctx, key, id, partition, leaderEpoch, info, src)
+	ref, err := t.storeSegment(ctx, key, id, partition, leaderEpoch, info, src, aborted)
 	if err != nil {
 		return man, err
 	}
-	ref.Aborted = abortedKey
 	for attempt := 0; ; attempt++ {
 		next := man
 		next.LeaderEpoch = leaderEpoch
@@ -70,9 +62,17 @@ func (t *Tier) UploadAs(ctx context.Context, key string, id metastore.TopicID, p
 	}
 }
 
-// storeSegment creates a segment's object (its batches, then its offset
-// index) and returns the manifest entry that would reference it.
-func (t *Tier) storeSegment(ctx context.Context, key string, id metastore.TopicID, partition, leaderEpoch int32, info segment.SegmentInfo, src io.ReaderAt) (metastore.SegmentRef, error) {
+// storeSegment creates a segment's objects (the aborted transactions
+// overlapping it, if any, then its batches and offset index) and returns
+// the manifest entry that would reference them.
+func (t *Tier) storeSegment(ctx context.Context, key string, id metastore.TopicID, partition, leaderEpoch int32, info segment.SegmentInfo, src io.ReaderAt, aborted []AbortedTxn) (metastore.SegmentRef, error) {
+	var abortedKey string
+	if len(aborted) > 0 {
+		abortedKey = AbortedKey(key)
+		if err := objstore.PutIfAbsentIdempotent(ctx, t.opts.Store, abortedKey, encodeAborted(aborted)); err != nil {
+			return metastore.SegmentRef{}, fmt.Errorf("tier: upload %s: %w", abortedKey, err)
+		}
+	}
 	index, err := t.buildIndex(io.NewSectionReader(src, 0, info.Size), info.Size)
 	if err != nil {
 		return metastore.SegmentRef{}, fmt.Errorf("tier: upload %s/%d@%d: %w", id, partition, info.BaseOffset, err)
@@ -83,7 +83,7 @@ func (t *Tier) storeSegment(ctx context.Context, key string, id metastore.TopicI
 	}
 	return metastore.SegmentRef{
 		BaseOffset: info.BaseOffset, NextOffset: info.NextOffset, LeaderEpoch: leaderEpoch,
-		Size: body.size, MaxTimestamp: info.MaxTimestamp, Object: key, IndexPos: info.Size,
+		Size: body.size, MaxTimestamp: info.MaxTimestamp, Object: key, IndexPos: info.Size, Aborted: abortedKey,
 	}, nil
 }
 
