@@ -108,6 +108,12 @@ func TestMetricsProduceFetchLag(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return sum(gather(t, b.Gatherer()), "strata_consumer_group_lag", map[string]string{"group": "metered-readers", "topic": topicName}) == float64(n-m)
 	}, 10*time.Second, 20*time.Millisecond, "lag of metered-readers")
+	// Error codes, fetched records and durations are counted once a
+	// response is written, which the client may see first: wait for the
+	// rejected produce to be counted before taking the snapshot.
+	require.Eventually(t, func() bool {
+		return sum(gather(t, b.Gatherer()), "strata_request_errors_total", map[string]string{"api": "Produce", "error": "UNKNOWN_TOPIC_OR_PARTITION"}) >= 1
+	}, 5*time.Second, 10*time.Millisecond, "the rejected produce counted")
 	s := gather(t, b.Gatherer())
 	byTopic := map[string]string{"topic": topicName}
 	require.Equal(t, float64(n), sum(s, "strata_produce_records_total", byTopic))
