@@ -31,6 +31,8 @@ type fleet struct {
 	dirs     [3]string
 	procs    [3]*devProcess
 	lease    time.Duration
+	// args are added to every broker's command line.
+	args []string
 	// listen is each broker's address once started: a restarted broker
 	// comes back on it, as a broker behind a stable name would, so
 	// clients that knew it reach it again.
@@ -42,10 +44,11 @@ func (f *fleet) start(id int) {
 	if listen == "" {
 		listen = "127.0.0.1:0"
 	}
-	f.procs[id] = startProcess(f.t, "serve", "-node-id", strconv.Itoa(id), "-listen", listen, "-data", f.dirs[id],
+	args := []string{"serve", "-node-id", strconv.Itoa(id), "-listen", listen, "-data", f.dirs[id],
 		"-metastore", "dynamodb://strata-failover", "-aws-endpoint", f.endpoint, "-create-table",
 		"-lease", f.lease.String(), "-lease-margin", "500ms", "-replica-lag-max", "2s", "-watch-interval", "200ms",
-		"-log-level", logLevel())
+		"-log-level", logLevel()}
+	f.procs[id] = startProcess(f.t, append(args, f.args...)...)
 	p := f.procs[id]
 	f.listen[id] = p.addr
 	f.t.Cleanup(func() {
@@ -76,9 +79,9 @@ func tail(s string, n int) string {
 // startFleet starts three brokers (lease 3 s) and creates the topic
 // "orders" with the given partitions, three replicas each and
 // min.insync.replicas=2.
-func startFleet(t *testing.T, partitions int32) *fleet {
+func startFleet(t *testing.T, partitions int32, args ...string) *fleet {
 	t.Helper()
-	f := &fleet{t: t, endpoint: dynamotest.StartMinidyn(t), lease: 3 * time.Second}
+	f := &fleet{t: t, endpoint: dynamotest.StartMinidyn(t), lease: 3 * time.Second, args: args}
 	for i := range f.dirs {
 		f.dirs[i] = t.TempDir()
 		f.start(i)

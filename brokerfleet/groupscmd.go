@@ -113,7 +113,9 @@ func committedLag(l kadm.GroupLag) *int64 {
 // ---- list ----
 
 type listedGroupJSON struct {
-	Group        string `json:"group"`
+	Group string `json:"group"`
+	// Type is "classic" or "consumer" (KIP-848), as ListGroups v5 says.
+	Type         string `json:"type,omitempty"`
 	State        string `json:"state"`
 	ProtocolType string `json:"protocolType"`
 	Members      int    `json:"members"`
@@ -183,7 +185,12 @@ func listGroups(ctx context.Context, a *cli.Admin, adm *kadm.Client, states []st
 		return nil, nil, a.Fail("describe groups", err)
 	}
 	for _, lg := range listed.Sorted() {
-		g := listedGroupJSON{Group: lg.Group, State: lg.State, ProtocolType: lg.ProtocolType}
+		g := listedGroupJSON{Group: lg.Group, Type: lg.GroupType, State: lg.State, ProtocolType: lg.ProtocolType}
+		if lg.GroupType == "consumer" {
+			consumerListed(ctx, adm, &g)
+			out = append(out, g)
+			continue
+		}
 		l, ok := lags[lg.Group]
 		switch {
 		case !ok:
@@ -205,9 +212,9 @@ func printListedGroups(stdout, stderr io.Writer, out []listedGroupJSON) error {
 		return nil
 	}
 	tw := cli.NewTable(stdout)
-	tw.Row("GROUP", "STATE", "PROTOCOL-TYPE", "MEMBERS", "LAG")
+	tw.Row("GROUP", "TYPE", "STATE", "PROTOCOL-TYPE", "MEMBERS", "LAG")
 	for _, g := range out {
-		tw.Row(g.Group, cli.Dash(g.State), cli.Dash(g.ProtocolType), strconv.Itoa(g.Members), cli.Int64(g.Lag))
+		tw.Row(g.Group, cli.Dash(g.Type), cli.Dash(g.State), cli.Dash(g.ProtocolType), strconv.Itoa(g.Members), cli.Int64(g.Lag))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -223,15 +230,21 @@ func printListedGroups(stdout, stderr io.Writer, out []listedGroupJSON) error {
 // ---- describe ----
 
 type describedGroupJSON struct {
-	Group        string             `json:"group"`
-	State        string             `json:"state,omitempty"`
-	ProtocolType string             `json:"protocolType,omitempty"`
-	Protocol     string             `json:"protocol,omitempty"`
-	Coordinator  *coordinatorJSON   `json:"coordinator,omitempty"`
-	Members      []memberJSON       `json:"members"`
-	Partitions   []partitionLagJSON `json:"partitions"`
-	TotalLag     *int64             `json:"totalLag"` // over partitions with a commit
-	Error        string             `json:"error,omitempty"`
+	Group string `json:"group"`
+	// Type is "classic" or "consumer"; the consumer protocol's groups
+	// add their epochs and assignor.
+	Type            string             `json:"type,omitempty"`
+	Epoch           *int32             `json:"epoch,omitempty"`
+	AssignmentEpoch *int32             `json:"assignmentEpoch,omitempty"`
+	Assignor        string             `json:"assignor,omitempty"`
+	State           string             `json:"state,omitempty"`
+	ProtocolType    string             `json:"protocolType,omitempty"`
+	Protocol        string             `json:"protocol,omitempty"`
+	Coordinator     *coordinatorJSON   `json:"coordinator,omitempty"`
+	Members         []memberJSON       `json:"members"`
+	Partitions      []partitionLagJSON `json:"partitions"`
+	TotalLag        *int64             `json:"totalLag"` // over partitions with a commit
+	Error           string             `json:"error,omitempty"`
 }
 
 type coordinatorJSON struct {
@@ -246,6 +259,11 @@ type memberJSON struct {
 	ClientID   string               `json:"clientId"`
 	Host       string               `json:"host"`
 	Assigned   []topicPartitionJSON `json:"assigned"`
+	// Consumer-protocol groups: the member's epoch, the protocol it
+	// speaks ("consumer" or "classic") and its target assignment.
+	MemberEpoch *int32               `json:"memberEpoch,omitempty"`
+	Protocol    string               `json:"protocol,omitempty"`
+	Target      []topicPartitionJSON `json:"target,omitempty"`
 }
 
 type topicPartitionJSON struct {
@@ -282,6 +300,13 @@ func groupsDescribe(ctx context.Context, args []string, stdout, stderr io.Writer
 		var errs []error
 		for _, name := range names {
 			d := describeOne(name, lags)
+			if l, ok := lags[name]; ok && groupMissing(l.DescribeErr, l.State) {
+				// Maybe a consumer-protocol group, which DescribeGroups
+				// answers as Dead.
+				if cd, ok := describeConsumer(ctx, adm, name); ok {
+					d = cd
+				}
+			}
 			if d.Error != "" {
 				errs = append(errs, errors.New(d.Error))
 			}
@@ -380,6 +405,9 @@ func printDescribed(w io.Writer, d describedGroupJSON) error {
 	protocol := cli.Dash(d.ProtocolType)
 	if d.Protocol != "" {
 		protocol += " (" + d.Protocol + ")"
+	}
+	if d.Type == "consumer" {
+		return printDescribedConsumer(w, d)
 	}
 	fmt.Fprintf(w, "group %s: state %s, protocol %s, coordinator %d at %s, %d member(s), total lag %s\n",
 		d.Group, d.State, protocol, d.Coordinator.NodeID,

@@ -207,9 +207,9 @@ func TestGroupsList(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "GROUP")
 	require.Contains(t, out, "PROTOCOL-TYPE")
-	require.Equal(t, [][]string{{"billing", "Empty", "-", "0", "6"}}, tableRows(out, "billing"))
-	require.Equal(t, [][]string{{"audit", "Empty", "-", "0", "0"}}, tableRows(out, "audit"))
-	require.Equal(t, [][]string{{"live", "Stable", "consumer", "1", "-"}}, tableRows(out, "live"))
+	require.Equal(t, [][]string{{"billing", "classic", "Empty", "-", "0", "6"}}, tableRows(out, "billing"))
+	require.Equal(t, [][]string{{"audit", "classic", "Empty", "-", "0", "0"}}, tableRows(out, "audit"))
+	require.Equal(t, [][]string{{"live", "classic", "Stable", "consumer", "1", "-"}}, tableRows(out, "live"))
 
 	code, out, errOut = e.groups("list", "-state", "stable")
 	require.Equal(t, 0, code, errOut)
@@ -225,8 +225,8 @@ func TestGroupsList(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
 	six, zero := int64(6), int64(0)
 	require.Equal(t, []listedGroupJSON{
-		{Group: "audit", State: "Empty", Lag: &zero},
-		{Group: "billing", State: "Empty", Lag: &six},
+		{Group: "audit", Type: "classic", State: "Empty", Lag: &zero},
+		{Group: "billing", Type: "classic", State: "Empty", Lag: &six},
 	}, doc.Groups)
 
 	code, out, _ = e.groups("list", "-state", "Rebalancing")
@@ -348,6 +348,56 @@ func TestGroupsDescribe(t *testing.T) {
 		{"orders", "2", "-", "4", "-", memberID},
 	}, tableRows(out, "orders"))
 	require.Equal(t, [][]string{{"payments", "0", "-", "3", "-", memberID}}, tableRows(out, "payments"))
+
+	// A group of the consumer protocol (KIP-848): its epochs, its
+	// members' epochs, protocols, assignments and targets.
+	e.commit("modern", offsets{"orders": {0: 3}}) // before it has members
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(e.bootstrap, ",")...), kgo.ClientID("modern-member"),
+		kgo.ConsumerGroup("modern"), kgo.ConsumeTopics("orders"), kgo.ServerSideBalancer(), kgo.Balancers(kgo.StickyBalancer()),
+		kgo.DisableAutoCommit(), kgo.FetchMaxWait(100*time.Millisecond))
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	go func() {
+		for !cl.PollFetches(e.ctx).IsClientClosed() && e.ctx.Err() == nil {
+		}
+	}()
+	require.Eventually(t, func() bool {
+		code, out, _ = e.groups("describe", "modern", "-json")
+		doc.Groups = nil
+		if code != 0 || json.Unmarshal([]byte(out), &doc) != nil || len(doc.Groups) != 1 {
+			return false
+		}
+		g = doc.Groups[0]
+		return g.State == "Stable" && len(g.Members) == 1 && len(g.Members[0].Assigned) == 1
+	}, 20*time.Second, 100*time.Millisecond, "modern never Stable: %s", out)
+	require.Equal(t, "consumer", g.Type)
+	require.NotNil(t, g.Epoch)
+	require.Equal(t, *g.Epoch, *g.AssignmentEpoch)
+	require.Equal(t, "uniform", g.Assignor)
+	m := g.Members[0]
+	require.Equal(t, "consumer", m.Protocol)
+	require.Equal(t, *g.Epoch, *m.MemberEpoch)
+	require.Equal(t, "modern-member", m.ClientID)
+	require.Equal(t, []topicPartitionJSON{{Topic: "orders", Partitions: []int32{0, 1, 2}}}, m.Assigned)
+	require.Equal(t, m.Assigned, m.Target)
+	require.Equal(t, int64(4), *g.TotalLag) // orders/0: 7-3
+	require.Len(t, g.Partitions, 3)
+	code, out, errOut = e.groups("describe", "modern")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "consumer protocol, state Stable")
+	require.Contains(t, out, "orders:0,1,2")
+	code, out, errOut = e.groups("list")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, [][]string{{"modern", "consumer", "Stable", "consumer", "1", "4"}}, tableRows(out, "modern"))
+	// brokerfleet lag shows it too.
+	var lb, le bytes.Buffer
+	require.Equal(t, 0, run([]string{"lag", "-bootstrap", e.bootstrap, "-group", "modern", "-once", "-json"}, &lb, &le), le.String())
+	var ld lagJSON
+	require.NoError(t, json.Unmarshal(lb.Bytes(), &ld), lb.String())
+	require.Len(t, ld.Groups, 1)
+	require.Equal(t, "Stable", ld.Groups[0].State)
+	require.Equal(t, 1, ld.Groups[0].Members)
+	require.Equal(t, int64(4), ld.TotalLag)
 
 	code, out, errOut = e.groups("describe", "nosuch")
 	require.Equal(t, 1, code)

@@ -161,6 +161,19 @@ func lagView(ctx context.Context, adm *kadm.Client, a *cli.Admin, named []string
 	}
 	for _, l := range lags.Sorted() {
 		if groupMissing(l.Error(), l.State) {
+			// A consumer-protocol group, which DescribeGroups says is Dead?
+			if d, ok := describeConsumer(ctx, adm, l.Group); ok {
+				g := lagGroupJSON{Group: d.Group, State: d.State, Members: len(d.Members), TotalLag: d.TotalLag, Partitions: []lagPartitionJSON{}, Error: d.Error}
+				for _, p := range d.Partitions {
+					g.Partitions = append(g.Partitions, lagPartitionJSON{Topic: p.Topic, Partition: p.Partition, CurrentOffset: p.CurrentOffset,
+						LogEndOffset: p.LogEndOffset, Lag: p.Lag, Error: p.Error})
+				}
+				if g.TotalLag != nil {
+					doc.TotalLag += *g.TotalLag
+				}
+				doc.Groups = append(doc.Groups, g)
+				continue
+			}
 			if len(named) > 0 {
 				return doc, fmt.Errorf("group %s does not exist (flag -group)", l.Group)
 			}

@@ -86,6 +86,25 @@ func brokerFlags(fs *flag.FlagSet, cfg *broker.Config, listen *string, logLevel 
 	fs.DurationVar(&cfg.GroupMinSessionTimeout, "group-min-session-timeout", cfg.GroupMinSessionTimeout, "shortest session timeout a consumer group member may ask for (group.min.session.timeout.ms)")
 	fs.DurationVar(&cfg.GroupMaxSessionTimeout, "group-max-session-timeout", cfg.GroupMaxSessionTimeout, "longest session timeout a consumer group member may ask for (group.max.session.timeout.ms)")
 	fs.DurationVar(&cfg.GroupInitialRebalanceDelay, "group-initial-rebalance-delay", cfg.GroupInitialRebalanceDelay, "how long the first rebalance of an empty group waits for more members (group.initial.rebalance.delay.ms)")
+	fs.IntVar(&cfg.GroupMaxSize, "group-max-size", cfg.GroupMaxSize, "most members of a classic consumer group (group.max.size)")
+	fs.DurationVar(&cfg.GroupConsumerSessionTimeout, "group-consumer-session-timeout", cfg.GroupConsumerSessionTimeout, "consumer protocol (KIP-848): a member without a heartbeat this long is fenced (group.consumer.session.timeout.ms)")
+	fs.DurationVar(&cfg.GroupConsumerMinSessionTimeout, "group-consumer-min-session-timeout", cfg.GroupConsumerMinSessionTimeout, "lower bound of -group-consumer-session-timeout (group.consumer.min.session.timeout.ms)")
+	fs.DurationVar(&cfg.GroupConsumerMaxSessionTimeout, "group-consumer-max-session-timeout", cfg.GroupConsumerMaxSessionTimeout, "upper bound of -group-consumer-session-timeout (group.consumer.max.session.timeout.ms)")
+	fs.DurationVar(&cfg.GroupConsumerHeartbeatInterval, "group-consumer-heartbeat-interval", cfg.GroupConsumerHeartbeatInterval, "consumer protocol: the interval members are told to heartbeat at (group.consumer.heartbeat.interval.ms)")
+	fs.DurationVar(&cfg.GroupConsumerMinHeartbeatInterval, "group-consumer-min-heartbeat-interval", cfg.GroupConsumerMinHeartbeatInterval, "lower bound of -group-consumer-heartbeat-interval (group.consumer.min.heartbeat.interval.ms)")
+	fs.DurationVar(&cfg.GroupConsumerMaxHeartbeatInterval, "group-consumer-max-heartbeat-interval", cfg.GroupConsumerMaxHeartbeatInterval, "upper bound of -group-consumer-heartbeat-interval (group.consumer.max.heartbeat.interval.ms)")
+	fs.IntVar(&cfg.GroupConsumerMaxSize, "group-consumer-max-size", cfg.GroupConsumerMaxSize, "most members of a consumer-protocol group (group.consumer.max.size)")
+	fs.Func("group-consumer-assignors", "server-side assignors of the consumer protocol, comma-separated, the first the default (group.consumer.assignors; default uniform,range)", func(v string) error {
+		var names []string
+		for _, n := range strings.Split(v, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				names = append(names, n)
+			}
+		}
+		cfg.GroupConsumerAssignors = names
+		return nil
+	})
+	fs.StringVar(&cfg.GroupConsumerMigrationPolicy, "group-consumer-migration-policy", cfg.GroupConsumerMigrationPolicy, "online migration between the classic and the consumer protocol: bidirectional, upgrade, downgrade or disabled (group.consumer.migration.policy)")
 	fs.DurationVar(&cfg.OffsetsRetention, "offsets-retention", cfg.OffsetsRetention, "how long committed offsets are kept once their group is empty (offsets.retention.minutes; for commits without a group, after each commit)")
 	fs.DurationVar(&cfg.TransactionMaxTimeout, "transaction-max-timeout", cfg.TransactionMaxTimeout, "longest transaction timeout a transactional producer may ask for (transaction.max.timeout.ms)")
 	fs.DurationVar(&cfg.TransactionalIDExpiration, "transactional-id-expiration", cfg.TransactionalIDExpiration, "a transactional id without a transaction is forgotten this long after its last use (transactional.id.expiration.ms)")

@@ -53,10 +53,13 @@ func TestMain(m *testing.M) {
 
 // scenario is a cluster, a workload and a nemesis.
 type scenario struct {
-	name    string
-	opts    clusterOpts
-	group   bool // consumer-group members run too
-	nemesis func(*nemesis)
+	name  string
+	opts  clusterOpts
+	group bool // consumer-group members run too
+	// consumerProtocol: the members use the consumer group protocol
+	// (KIP-848, kgo.ServerSideBalancer) instead of the classic one.
+	consumerProtocol bool
+	nemesis          func(*nemesis)
 }
 
 var scenarios = []scenario{
@@ -69,6 +72,7 @@ var scenarios = []scenario{
 	{name: "dynamodb-outage", nemesis: dynamoOutage},
 	{name: "s3", nemesis: s3Loop},
 	{name: "group", group: true, nemesis: groupLoop},
+	{name: "group-consumer-protocol", group: true, consumerProtocol: true, nemesis: groupLoop},
 	{name: "combined", group: true, opts: clusterOpts{skew: [brokers]string{"90m", "-45m", ""}}, nemesis: combined},
 	// Keyed overwrites and deletes of a compacted topic beside the usual
 	// workload, under kill -9 and SIGSTOP of leaders (CheckTable).
@@ -197,7 +201,7 @@ func runScenario(t *testing.T, sc scenario, seed uint64, dur time.Duration, expe
 	}
 	var g *group
 	if sc.group {
-		g = newGroup(t, c, h)
+		g = newGroup(t, c, h, sc.consumerProtocol)
 		g.Start()
 		g.Start()
 	}

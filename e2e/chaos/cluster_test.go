@@ -233,6 +233,10 @@ func (c *cluster) start(i int) {
 		"-lease", lease.String(), "-lease-margin", "500ms", "-replica-lag-max", "2s", "-watch-interval", "200ms",
 		"-leader-rebalance-interval", "10s", "-log-level", cmp.Or(os.Getenv(logLevelEnv), "info"),
 		"-transaction-check-interval", "500ms",
+		// Consumer-protocol members as the classic ones: fenced after 6 s,
+		// heartbeating every 500 ms.
+		"-group-consumer-min-session-timeout", "1s", "-group-consumer-session-timeout", "6s",
+		"-group-consumer-min-heartbeat-interval", "100ms", "-group-consumer-heartbeat-interval", "500ms",
 		"-http", c.http[i],
 		"-test-peer-dial", strings.Join(dial, ","),
 	}

@@ -25,7 +25,10 @@ import (
 
 const (
 	memberEnv = "STRATA_CHAOS_MEMBER" // the bootstrap addresses, comma-separated
-	groupName = "chaos-group"
+	// protocolEnv set to "consumer" makes a member use the consumer group
+	// protocol (KIP-848).
+	protocolEnv = "STRATA_CHAOS_GROUP_PROTOCOL"
+	groupName   = "chaos-group"
 )
 
 // memberLine is one line a member prints.
@@ -36,10 +39,16 @@ type memberLine struct {
 
 // runMember is a group member's main; it never returns.
 func runMember(bootstrap string) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(bootstrap, ",")...), kgo.ConsumerGroup(groupName),
+	opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(bootstrap, ",")...), kgo.ConsumerGroup(groupName),
 		kgo.ConsumeTopics(topicName), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(),
-		kgo.SessionTimeout(6*time.Second), kgo.HeartbeatInterval(500*time.Millisecond),
-		kgo.FetchMaxWait(300*time.Millisecond), kgo.MetadataMinAge(250*time.Millisecond))
+		kgo.SessionTimeout(6 * time.Second), kgo.HeartbeatInterval(500 * time.Millisecond),
+		kgo.FetchMaxWait(300 * time.Millisecond), kgo.MetadataMinAge(250 * time.Millisecond)}
+	if os.Getenv(protocolEnv) == "consumer" {
+		// The brokers' group.consumer.* settings (cluster_test.go) match
+		// the classic members' session and heartbeat.
+		opts = append(opts, kgo.ServerSideBalancer(), kgo.Balancers(kgo.StickyBalancer()))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -77,14 +86,15 @@ type group struct {
 	t         *testing.T
 	h         *History
 	bootstrap string
+	consumer  bool // members of the consumer protocol
 	mu        sync.Mutex
 	members   map[int]*exec.Cmd
 	next      int
 	wg        sync.WaitGroup
 }
 
-func newGroup(t *testing.T, c *cluster, h *History) *group {
-	g := &group{t: t, h: h, bootstrap: strings.Join(c.Bootstrap(), ","), members: map[int]*exec.Cmd{}, next: 20}
+func newGroup(t *testing.T, c *cluster, h *History, consumerProtocol bool) *group {
+	g := &group{t: t, h: h, bootstrap: strings.Join(c.Bootstrap(), ","), members: map[int]*exec.Cmd{}, next: 20, consumer: consumerProtocol}
 	t.Cleanup(g.StopAll)
 	return g
 }
@@ -97,6 +107,9 @@ func (g *group) Start() int {
 	g.mu.Unlock()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), memberEnv+"="+g.bootstrap)
+	if g.consumer {
+		cmd.Env = append(cmd.Env, protocolEnv+"=consumer")
+	}
 	cmd.SysProcAttr = deathSignal()
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(g.t, err)

@@ -80,6 +80,8 @@ func (m *Meta) AssignShard(ctx context.Context, cur CoordinatorShard, broker int
 type GroupInfo struct {
 	Group        string `json:"group"`
 	ProtocolType string `json:"protocolType,omitempty"`
+	// Type is the group's type: "" (classic) or GroupTypeConsumer.
+	Type string `json:"type,omitempty"`
 	// EmptySince is when a group with a protocol type last became empty;
 	// zero while it has members (its coordinator clears it when a
 	// generation forms).

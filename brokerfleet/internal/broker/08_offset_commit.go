@@ -1,11 +1,14 @@
 package broker
 
-// OffsetCommit, versions 2-8: fenced by generation and member (and
-// instance id, v7+); v8+ are flexible. The group coordinator does the work.
+// OffsetCommit, versions 2-9: fenced by generation and member (and
+// instance id, v7+); v8+ are flexible; v9 is the first a consumer-protocol
+// member (KIP-848) may use, its generation being its member epoch, and a
+// commit of a generation to a group that does not exist is
+// GROUP_ID_NOT_FOUND. The group coordinator does the work.
 
 import "github.com/twmb/franz-go/pkg/kmsg"
 
-func init() { register(8, 2, 8, answer(handleOffsetCommit), authorizeOffsetCommit) }
+func init() { register(8, 2, 9, answer(handleOffsetCommit), authorizeOffsetCommit) }
 
 func handleOffsetCommit(b *Broker, cc *clientConn, req *kmsg.OffsetCommitRequest) kmsg.Response {
 	return b.coord.Commit(cc.ctx, req)

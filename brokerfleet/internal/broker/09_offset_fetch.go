@@ -1,10 +1,12 @@
 package broker
 
-// OffsetFetch, versions 1-8: one group (v1-7) or many at once (v8+).
+// OffsetFetch, versions 1-9: one group (v1-7) or many at once (v8+); v9
+// carries a consumer-protocol member's id and epoch (KIP-848), checked
+// against the group.
 
 import "github.com/twmb/franz-go/pkg/kmsg"
 
-func init() { register(9, 1, 8, answer(handleOffsetFetch), authorizeOffsetFetch) }
+func init() { register(9, 1, 9, answer(handleOffsetFetch), authorizeOffsetFetch) }
 
 func handleOffsetFetch(b *Broker, cc *clientConn, req *kmsg.OffsetFetchRequest) kmsg.Response {
 	return b.coord.FetchOffsets(cc.ctx, req)

@@ -188,6 +188,17 @@ func TestEveryRequestWithAndWithoutItsACLs(t *testing.T) {
 			r.Group = "g"
 			return r
 		}, func(r kmsg.Response) int16 { return r.(*kmsg.OffsetDeleteResponse).ErrorCode }, groupAuthz},
+		{"ConsumerGroupHeartbeat", func() kmsg.Request {
+			r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+			r.Group, r.MemberID, r.RebalanceTimeoutMillis = "cg", "alice-member", 10000
+			r.SubscribedTopicNames, r.Topics = []string{"t"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.ConsumerGroupHeartbeatResponse).ErrorCode }, groupAuthz},
+		{"ConsumerGroupDescribe", func() kmsg.Request {
+			r := kmsg.NewPtrConsumerGroupDescribeRequest()
+			r.Groups = []string{"cg"}
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.ConsumerGroupDescribeResponse).Groups[0].ErrorCode }, groupAuthz},
 		{"InitProducerID idempotent", func() kmsg.Request { return kmsg.NewPtrInitProducerIDRequest() },
 			func(r kmsg.Response) int16 { return r.(*kmsg.InitProducerIDResponse).ErrorCode }, clusterAuthz},
 		{"InitProducerID transactional", func() kmsg.Request {
@@ -359,6 +370,9 @@ func TestEveryRequestWithAndWithoutItsACLs(t *testing.T) {
 		"AlterClientQuotas":              cluster(alterConfigs),
 		"DescribeUserScramCredentials":   cluster(describe),
 		"AlterUserScramCredentials":      cluster(alter),
+		"ConsumerGroupHeartbeat":         join(grants(kmsg.ACLResourceTypeGroup, "cg", []kmsg.ACLOperation{read}), topic("t", describe)),
+		// The group's members are assigned t: describing it needs t too.
+		"ConsumerGroupDescribe": join(grants(kmsg.ACLResourceTypeGroup, "cg", []kmsg.ACLOperation{describe}), topic("t", describe)),
 	}
 	authzCodes := map[int16]bool{topicAuthz: true, groupAuthz: true, clusterAuthz: true, txnAuthz: true}
 
@@ -414,7 +428,7 @@ func TestEveryRequestWithAndWithoutItsACLs(t *testing.T) {
 	require.Empty(t, lg.(*kmsg.ListGroupsResponse).Groups)
 	lg, err = admin.Broker(0).Request(ctx, kmsg.NewPtrListGroupsRequest())
 	require.NoError(t, err)
-	require.Len(t, lg.(*kmsg.ListGroupsResponse).Groups, 1)
+	require.Len(t, lg.(*kmsg.ListGroupsResponse).Groups, 2) // g, and cg of the consumer protocol
 	allow(ctx, t, admin, group(describe))
 	lg, err = alice.Broker(0).Request(ctx, kmsg.NewPtrListGroupsRequest())
 	require.NoError(t, err)

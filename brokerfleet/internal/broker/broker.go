@@ -83,6 +83,12 @@ type Broker struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the loops and connections
 
+	// viewMu guards viewSnap and viewSeq: the version of the topic view
+	// the group coordinator sees moves with every new catalog snapshot.
+	viewMu   sync.Mutex
+	viewSnap *catalog.Snapshot
+	viewSeq  int64
+
 	connMu sync.Mutex // guards the fields below
 	host   string
 	port   int32
@@ -172,6 +178,10 @@ func New(cfg Config) (*Broker, error) {
 		MinSessionTimeout: cfg.GroupMinSessionTimeout, MaxSessionTimeout: cfg.GroupMaxSessionTimeout,
 		InitialRebalanceDelay: cfg.GroupInitialRebalanceDelay, Clock: cfg.Clock, Logger: b.log,
 		OffsetsRetention: cfg.OffsetsRetention, TopicID: b.topicID,
+		Topics: b.topicView, MaxSize: cfg.GroupMaxSize,
+		ConsumerSessionTimeout: cfg.GroupConsumerSessionTimeout, ConsumerHeartbeatInterval: cfg.GroupConsumerHeartbeatInterval,
+		ConsumerMaxSize: cfg.GroupConsumerMaxSize, ConsumerAssignors: cfg.GroupConsumerAssignors,
+		MigrationPolicy: cfg.GroupConsumerMigrationPolicy,
 	})
 	b.peers = newPeers(cfg.Security.Dialer(cfg.DialPeer, cfg.NodeID), cfg.NodeID)
 	b.txn = txn.New(txn.Options{

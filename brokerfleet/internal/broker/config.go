@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"time"
 
@@ -129,6 +130,29 @@ type Config struct {
 	// GroupInitialRebalanceDelay is how long the first rebalance of an
 	// empty group waits for more members (group.initial.rebalance.delay.ms).
 	GroupInitialRebalanceDelay time.Duration
+	// GroupMaxSize bounds a classic group's members (group.max.size).
+	GroupMaxSize int
+	// The consumer group protocol (KIP-848), Kafka's names: a member is
+	// fenced after GroupConsumerSessionTimeout without a heartbeat
+	// (group.consumer.session.timeout.ms, within
+	// group.consumer.min/max.session.timeout.ms), and told to heartbeat
+	// every GroupConsumerHeartbeatInterval
+	// (group.consumer.heartbeat.interval.ms, within
+	// group.consumer.min/max.heartbeat.interval.ms, below the session
+	// timeout).
+	GroupConsumerSessionTimeout, GroupConsumerMinSessionTimeout, GroupConsumerMaxSessionTimeout          time.Duration
+	GroupConsumerHeartbeatInterval, GroupConsumerMinHeartbeatInterval, GroupConsumerMaxHeartbeatInterval time.Duration
+	// GroupConsumerMaxSize bounds a consumer group's members
+	// (group.consumer.max.size).
+	GroupConsumerMaxSize int
+	// GroupConsumerAssignors are the server-side assignors, the first the
+	// default (group.consumer.assignors): uniform, range.
+	GroupConsumerAssignors []string
+	// GroupConsumerMigrationPolicy says which online migrations between
+	// the classic and the consumer protocol happen
+	// (group.consumer.migration.policy): bidirectional, upgrade,
+	// downgrade or disabled.
+	GroupConsumerMigrationPolicy string
 	// OffsetsRetention is how long committed offsets are kept once their
 	// group is empty (of a group without members: after each commit);
 	// Kafka's offsets.retention.minutes, 7 days.
@@ -224,14 +248,25 @@ func DefaultConfig() Config {
 		GroupMinSessionTimeout:     group.DefaultMinSessionTimeout,
 		GroupMaxSessionTimeout:     group.DefaultMaxSessionTimeout,
 		GroupInitialRebalanceDelay: group.DefaultInitialRebalanceDelay,
-		OffsetsRetention:           group.DefaultOffsetsRetention,
-		TransactionMaxTimeout:      txn.DefaultMaxTimeout,
-		TransactionalIDExpiration:  txn.DefaultIDExpiration,
-		TransactionCheckInterval:   txn.DefaultCheckInterval,
-		TierInterval:               5 * time.Second,
-		TierOrphanGrace:            10 * time.Minute,
-		ObjectFlushInterval:        50 * time.Millisecond,
-		GroupStatsInterval:         5 * time.Second,
+		GroupMaxSize:               math.MaxInt32,
+
+		GroupConsumerSessionTimeout:       group.DefaultConsumerSessionTimeout,
+		GroupConsumerMinSessionTimeout:    group.DefaultConsumerMinSessionTimeout,
+		GroupConsumerMaxSessionTimeout:    group.DefaultConsumerMaxSessionTimeout,
+		GroupConsumerHeartbeatInterval:    group.DefaultConsumerHeartbeatInterval,
+		GroupConsumerMinHeartbeatInterval: group.DefaultConsumerMinHeartbeatInterval,
+		GroupConsumerMaxHeartbeatInterval: group.DefaultConsumerMaxHeartbeatInterval,
+		GroupConsumerMaxSize:              math.MaxInt32,
+		GroupConsumerAssignors:            group.DefaultConsumerAssignors(),
+		GroupConsumerMigrationPolicy:      group.DefaultMigrationPolicy,
+		TransactionMaxTimeout:             txn.DefaultMaxTimeout,
+		TransactionalIDExpiration:         txn.DefaultIDExpiration,
+		TransactionCheckInterval:          txn.DefaultCheckInterval,
+		OffsetsRetention:                  group.DefaultOffsetsRetention,
+		TierInterval:                      5 * time.Second,
+		TierOrphanGrace:                   10 * time.Minute,
+		ObjectFlushInterval:               50 * time.Millisecond,
+		GroupStatsInterval:                5 * time.Second,
 	}
 }
 
@@ -326,6 +361,7 @@ func (c *Config) ValidateSettings() error {
 	if c.GroupMinSessionTimeout <= 0 || c.GroupMaxSessionTimeout < c.GroupMinSessionTimeout {
 		errs = append(errs, fmt.Errorf("group-min-session-timeout, group-max-session-timeout: %v and %v must be positive and in order", c.GroupMinSessionTimeout, c.GroupMaxSessionTimeout))
 	}
+	errs = append(errs, c.validateConsumerGroups()...)
 	if c.OffsetsRetention <= 0 {
 		errs = append(errs, fmt.Errorf("offsets-retention: %v is not positive", c.OffsetsRetention))
 	}
@@ -363,4 +399,33 @@ func (c *Config) ValidateSettings() error {
 		errs = append(errs, fmt.Errorf("topic default: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// validateConsumerGroups checks the consumer group protocol's settings
+// as Kafka does.
+func (c *Config) validateConsumerGroups() []error {
+	var errs []error
+	inOrder := func(name string, lo, v, hi time.Duration) {
+		if lo <= 0 || v < lo || v > hi {
+			errs = append(errs, fmt.Errorf("%s: %v must be positive and within %v..%v", name, v, lo, hi))
+		}
+	}
+	inOrder("group-consumer-session-timeout", c.GroupConsumerMinSessionTimeout, c.GroupConsumerSessionTimeout, c.GroupConsumerMaxSessionTimeout)
+	inOrder("group-consumer-heartbeat-interval", c.GroupConsumerMinHeartbeatInterval, c.GroupConsumerHeartbeatInterval, c.GroupConsumerMaxHeartbeatInterval)
+	if c.GroupConsumerHeartbeatInterval >= c.GroupConsumerSessionTimeout {
+		errs = append(errs, fmt.Errorf("group-consumer-heartbeat-interval: %v must be below the session timeout %v", c.GroupConsumerHeartbeatInterval, c.GroupConsumerSessionTimeout))
+	}
+	if c.GroupConsumerMaxSize < 1 {
+		errs = append(errs, fmt.Errorf("group-consumer-max-size: %d is below 1", c.GroupConsumerMaxSize))
+	}
+	if c.GroupMaxSize < 1 {
+		errs = append(errs, fmt.Errorf("group-max-size: %d is below 1", c.GroupMaxSize))
+	}
+	if err := group.ValidateConsumerAssignors(c.GroupConsumerAssignors); err != nil {
+		errs = append(errs, fmt.Errorf("group-consumer-assignors: %w", err))
+	}
+	if !group.ValidMigrationPolicy(c.GroupConsumerMigrationPolicy) {
+		errs = append(errs, fmt.Errorf("group-consumer-migration-policy: %q is not bidirectional, upgrade, downgrade or disabled", c.GroupConsumerMigrationPolicy))
+	}
+	return errs
 }

@@ -122,7 +122,7 @@ func (b *Broker) refreshGroupStats(ctx context.Context) {
 		cancel()
 		stats := make([]metrics.GroupStat, 0, len(snaps))
 		for _, s := range snaps {
-			g := metrics.GroupStat{Group: s.Group, State: s.State, Members: s.Members}
+			g := metrics.GroupStat{Group: s.Group, State: s.State, Type: s.Type, Epoch: s.Epoch, Members: s.Members}
 			for _, o := range s.Offsets {
 				end, ok := local[tp{o.Topic, o.Partition}]
 				if !ok {

@@ -50,6 +50,10 @@ func Start(t testing.TB, opts ...Option) *Broker {
 	// waiting for, and short sessions allowed.
 	cfg.GroupInitialRebalanceDelay = 100 * time.Millisecond
 	cfg.GroupMinSessionTimeout = 500 * time.Millisecond
+	// The consumer protocol's too: members fenced after 6 s without a
+	// heartbeat, told to heartbeat every 500 ms.
+	cfg.GroupConsumerMinSessionTimeout, cfg.GroupConsumerSessionTimeout = 500*time.Millisecond, 6*time.Second
+	cfg.GroupConsumerMinHeartbeatInterval, cfg.GroupConsumerHeartbeatInterval = 100*time.Millisecond, 500*time.Millisecond
 	for _, o := range opts {
 		o(&cfg)
 	}

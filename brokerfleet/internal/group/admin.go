@@ -32,6 +32,15 @@ func (c *Coordinator) Describe(ctx context.Context, req *kmsg.DescribeGroupsRequ
 			resp.Groups = append(resp.Groups, dg)
 			continue
 		}
+		if g.cg != nil {
+			// Kafka describes a consumer-protocol group as Dead here (v6+
+			// would add GROUP_ID_NOT_FOUND): ConsumerGroupDescribe
+			// describes it.
+			dg.State, dg.ProtocolType = "Dead", "consumer"
+			g.mu.Unlock()
+			resp.Groups = append(resp.Groups, dg)
+			continue
+		}
 		dg.State = g.stateName()
 		dg.ProtocolType = g.protocolType
 		if g.state == stateStable {
@@ -64,18 +73,21 @@ func (c *Coordinator) List(ctx context.Context, req *kmsg.ListGroupsRequest) *km
 		}
 		return slices.ContainsFunc(req.StatesFilter, func(f string) bool { return strings.EqualFold(f, s) })
 	}
-	if len(req.TypesFilter) > 0 && !slices.ContainsFunc(req.TypesFilter, func(f string) bool { return strings.EqualFold(f, "classic") }) {
-		return resp // every group here is a classic group
+	wantType := func(t string) bool {
+		if len(req.TypesFilter) == 0 {
+			return true
+		}
+		return slices.ContainsFunc(req.TypesFilter, func(f string) bool { return strings.EqualFold(f, t) })
 	}
 	seen := map[string]bool{}
-	add := func(name, protocolType, state string) {
-		if seen[name] || !wantState(state) {
+	add := func(name, protocolType, state, typ string) {
+		if seen[name] || !wantState(state) || !wantType(typ) {
 			seen[name] = true
 			return
 		}
 		seen[name] = true
 		lg := kmsg.NewListGroupsResponseGroup()
-		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = name, protocolType, state, "classic"
+		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = name, protocolType, state, typ
 		resp.Groups = append(resp.Groups, lg)
 	}
 	c.mu.Lock()
@@ -87,7 +99,7 @@ func (c *Coordinator) List(ctx context.Context, req *kmsg.ListGroupsRequest) *km
 	for _, g := range mem {
 		g.mu.Lock()
 		if g.loaded && !g.gone && g.exists() {
-			add(g.name, g.protocolType, g.stateName())
+			add(g.name, g.protocolType, g.stateName(), g.typeName())
 		} else if g.loaded && !g.gone {
 			seen[g.name] = true // loaded and known not to exist (deleted)
 		}
@@ -104,7 +116,26 @@ func (c *Coordinator) List(ctx context.Context, req *kmsg.ListGroupsRequest) *km
 			return resp
 		}
 		for _, gi := range infos {
-			add(gi.Group, gi.ProtocolType, "Empty")
+			if seen[gi.Group] {
+				continue
+			}
+			if gi.ProtocolType != "" && gi.EmptySince == 0 {
+				// It may have members (they survive a coordinator
+				// move): read it.
+				if g, code := c.acquire(lctx, gi.Group); code == 0 {
+					if g.exists() {
+						add(g.name, g.protocolType, g.stateName(), g.typeName())
+					}
+					seen[g.name] = true
+					g.mu.Unlock()
+					continue
+				}
+			}
+			typ := "classic"
+			if gi.Type == metastore.GroupTypeConsumer {
+				typ = "consumer"
+			}
+			add(gi.Group, gi.ProtocolType, "Empty", typ)
 		}
 	}
 	slices.SortFunc(resp.Groups, func(a, b kmsg.ListGroupsResponseGroup) int { return strings.Compare(a.Group, b.Group) })
@@ -132,7 +163,7 @@ func (c *Coordinator) deleteGroup(ctx context.Context, name string) int16 {
 	switch {
 	case !g.exists():
 		return kerr.GroupIDNotFound.Code
-	case len(g.members) > 0:
+	case g.memberCount() > 0:
 		return kerr.NonEmptyGroup.Code
 	}
 	dctx, cancel := context.WithTimeout(ctx, metaTimeout)

@@ -207,20 +207,23 @@ func TestLosingShardAnswersNotCoordinator(t *testing.T) {
 	h.c.SetShards(shards)
 	wantCode(t, "heartbeat in a kept shard", h.heartbeat(other, of.ids[0], "", of.gen), nil)
 
-	// The shard comes back at a new epoch: membership starts over, the
-	// committed offsets are still there.
+	// The shard comes back at a new epoch: the group is read again from
+	// the metastore: its generation and members as stored when it last
+	// became Stable (a's rejoin began a rebalance never completed), and
+	// the committed offsets.
 	shards[metastore.GroupShard("g")] = 2
 	h.c.SetShards(shards)
-	wantCode(t, "heartbeat after the shard came back", h.heartbeat("g", b, "", f.gen), kerr.UnknownMemberID)
-	wantCode(t, "commit after the shard came back", h.commit("g", b, "", f.gen, 11), kerr.UnknownMemberID)
-	if got := h.committed(h.c, "g"); got != 9 {
-		t.Fatalf("committed %d, want 9", got)
+	wantCode(t, "heartbeat after the shard came back", h.heartbeat("g", a, "", f.gen), nil)
+	wantCode(t, "heartbeat after the shard came back", h.heartbeat("g", b, "", f.gen), nil)
+	wantCode(t, "commit after the shard came back", h.commit("g", b, "", f.gen, 11), nil)
+	if got := h.committed(h.c, "g"); got != 11 {
+		t.Fatalf("committed %d, want 11", got)
 	}
-	h.wantState("g", "Empty", 0)
-	// A shard reassigned meanwhile (its epoch moved) is forgotten as well.
+	h.wantState("g", "Stable", 2)
+	// A shard reassigned meanwhile (its epoch moved) is read again too.
 	shards[metastore.GroupShard(other)]++
 	h.c.SetShards(shards)
-	wantCode(t, "heartbeat after a reassignment", h.heartbeat(other, of.ids[0], "", of.gen), kerr.UnknownMemberID)
+	wantCode(t, "heartbeat after a reassignment", h.heartbeat(other, of.ids[0], "", of.gen), nil)
 }
 
 // A broker whose registration lease is not valid serves no group.

@@ -4,13 +4,18 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
+	"math"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/stratamq/strata/brokerfleet/internal/group/assign"
 	"github.com/stratamq/strata/pkg/clock"
 	"github.com/stratamq/strata/pkg/metastore"
 )
@@ -60,6 +65,31 @@ type Options struct {
 	// how stale a re-committed unchanged offset's stored commit time may
 	// get before the commit rewrites it.
 	OffsetsRetentionCheckInterval time.Duration
+
+	// Topics returns the cluster's topics as the broker knows them now,
+	// for consumer groups' subscriptions. Nil means none: consumer groups
+	// are assigned nothing. It runs with a group's mu held, like TopicID.
+	Topics func() TopicView
+	// ConsumerSessionTimeout is how long a consumer-protocol member may
+	// go without a heartbeat (group.consumer.session.timeout.ms);
+	// ConsumerHeartbeatInterval is the interval members are told to
+	// heartbeat at (group.consumer.heartbeat.interval.ms). 0 means
+	// Kafka's defaults.
+	ConsumerSessionTimeout, ConsumerHeartbeatInterval time.Duration
+	// ConsumerMaxSize bounds the members of a consumer group
+	// (group.consumer.max.size); MaxSize those of a classic group
+	// (group.max.size). 0 means unbounded (Kafka's MAX_INT).
+	ConsumerMaxSize, MaxSize int
+	// ConsumerAssignors are the server-side assignors members may name,
+	// the first the default (group.consumer.assignors). Empty means
+	// uniform, range. Names must be built-in (assign.ByName).
+	ConsumerAssignors []string
+	// MigrationPolicy says which online migrations between the classic
+	// and the consumer protocol groups with members may make
+	// (group.consumer.migration.policy): "bidirectional" (default),
+	// "upgrade", "downgrade" or "disabled". Empty groups convert either
+	// way whatever it says.
+	MigrationPolicy string
 }
 
 // Defaults are Kafka's.
@@ -68,6 +98,14 @@ const (
 	DefaultMaxSessionTimeout     = 30 * time.Minute
 	DefaultInitialRebalanceDelay = 3 * time.Second
 	DefaultMaxMetadataBytes      = 4096
+	// The consumer protocol's (KIP-848) defaults and bounds, Kafka's.
+	DefaultConsumerSessionTimeout       = 45 * time.Second
+	DefaultConsumerMinSessionTimeout    = 45 * time.Second
+	DefaultConsumerMaxSessionTimeout    = 60 * time.Second
+	DefaultConsumerHeartbeatInterval    = 5 * time.Second
+	DefaultConsumerMinHeartbeatInterval = 5 * time.Second
+	DefaultConsumerMaxHeartbeatInterval = 15 * time.Second
+	DefaultMigrationPolicy              = "bidirectional"
 	// maxGroupIDBytes bounds a group id, which becomes a metastore key.
 	maxGroupIDBytes = 1000
 	// metaTimeout bounds one metastore operation.
@@ -75,6 +113,38 @@ const (
 	// tickInterval is how often session and rebalance deadlines are checked.
 	tickInterval = 100 * time.Millisecond
 )
+
+// DefaultConsumerAssignors is Kafka's group.consumer.assignors.
+func DefaultConsumerAssignors() []string { return []string{assign.UniformName, assign.RangeName} }
+
+// ValidateConsumerAssignors checks a group.consumer.assignors list: built-in
+// names, no duplicates, at least one.
+func ValidateConsumerAssignors(names []string) error {
+	if len(names) == 0 {
+		return fmt.Errorf("no assignor")
+	}
+	seen := map[string]bool{}
+	for _, n := range names {
+		a := assign.ByName(n)
+		if a == nil {
+			return fmt.Errorf("unknown assignor %q (want %s or %s)", n, assign.UniformName, assign.RangeName)
+		}
+		if seen[a.Name()] {
+			return fmt.Errorf("assignor %q named twice", n)
+		}
+		seen[a.Name()] = true
+	}
+	return nil
+}
+
+// ValidMigrationPolicy reports whether p is a group.consumer.migration.policy.
+func ValidMigrationPolicy(p string) bool {
+	switch strings.ToLower(p) {
+	case "bidirectional", "upgrade", "downgrade", "disabled":
+		return true
+	}
+	return false
+}
 
 // Coordinator serves the groups of the shards assigned to its broker.
 type Coordinator struct {
@@ -87,6 +157,12 @@ type Coordinator struct {
 	mu     sync.Mutex
 	shards map[int32]int64 // owned shard -> assignment epoch
 	groups map[string]*group
+	// gained are shards owned since the run loop last loaded their
+	// groups with members (loadGained).
+	gained map[int32]bool
+	// gainedRetry (the run loop's) is when loadGained may try again
+	// after the metastore failed it.
+	gainedRetry time.Time
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -141,10 +217,39 @@ func newCoordinator(opts Options) *Coordinator {
 	}
 	opts.OffsetsRetentionCheckInterval = max(opts.OffsetsRetentionCheckInterval, tickInterval)
 	opts.Clock = clock.Or(opts.Clock)
+	if opts.ConsumerSessionTimeout <= 0 {
+		opts.ConsumerSessionTimeout = DefaultConsumerSessionTimeout
+	}
+	if opts.ConsumerHeartbeatInterval <= 0 {
+		opts.ConsumerHeartbeatInterval = DefaultConsumerHeartbeatInterval
+	}
+	if opts.ConsumerMaxSize <= 0 {
+		opts.ConsumerMaxSize = math.MaxInt32
+	}
+	if opts.MaxSize <= 0 {
+		opts.MaxSize = math.MaxInt32
+	}
+	if len(opts.ConsumerAssignors) == 0 {
+		opts.ConsumerAssignors = DefaultConsumerAssignors()
+	}
+	var assignors []string
+	for _, n := range opts.ConsumerAssignors {
+		if a := assign.ByName(n); a != nil && !slices.Contains(assignors, a.Name()) {
+			assignors = append(assignors, a.Name())
+		}
+	}
+	if len(assignors) == 0 {
+		assignors = DefaultConsumerAssignors()
+	}
+	opts.ConsumerAssignors = assignors
+	if opts.MigrationPolicy == "" {
+		opts.MigrationPolicy = DefaultMigrationPolicy
+	}
+	opts.MigrationPolicy = strings.ToLower(opts.MigrationPolicy)
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Coordinator{
 		opts: opts, log: opts.Logger, clock: opts.Clock,
-		shards: map[int32]int64{}, groups: map[string]*group{},
+		shards: map[int32]int64{}, groups: map[string]*group{}, gained: map[int32]bool{},
 		ctx: ctx, cancel: cancel, done: make(chan struct{}),
 	}
 }
@@ -170,6 +275,16 @@ func (c *Coordinator) SetShards(owned map[int32]int64) {
 		if e, ok := owned[g.shard]; !ok || e != c.shards[g.shard] {
 			drop = append(drop, g)
 			delete(c.groups, name)
+		}
+	}
+	for s, e := range owned {
+		if cur, ok := c.shards[s]; !ok || cur != e {
+			c.gained[s] = true
+		}
+	}
+	for s := range c.gained {
+		if _, ok := owned[s]; !ok {
+			delete(c.gained, s)
 		}
 	}
 	c.shards = make(map[int32]int64, len(owned))
@@ -277,6 +392,9 @@ func (c *Coordinator) run() {
 		case <-t.C():
 		}
 		began := c.clock.Now()
+		if c.opts.Valid() {
+			c.loadGained()
+		}
 		c.mu.Lock()
 		gs := make([]*group, 0, len(c.groups))
 		for name, g := range c.groups {
@@ -314,9 +432,13 @@ func (c *Coordinator) run() {
 
 // Snapshot is a group's state and committed offsets, for metrics.
 type Snapshot struct {
-	Group   string
+	Group string
+	// Type is "classic" or "consumer" (KIP-848).
+	Type    string
 	State   string
 	Members int
+	// Epoch is a consumer group's epoch, a classic group's generation.
+	Epoch   int32
 	Offsets []metastore.Offset
 }
 
@@ -332,7 +454,10 @@ func (c *Coordinator) Snapshots() []Snapshot {
 	for _, g := range gs {
 		g.mu.Lock()
 		if g.loaded && !g.gone && g.exists() {
-			s := Snapshot{Group: g.name, State: g.stateName(), Members: len(g.members)}
+			s := Snapshot{Group: g.name, Type: g.typeName(), State: g.stateName(), Members: g.memberCount(), Epoch: g.generation}
+			if g.cg != nil {
+				s.Epoch = g.cg.epoch
+			}
 			for _, o := range g.offsets {
 				s.Offsets = append(s.Offsets, o)
 			}
@@ -342,6 +467,46 @@ func (c *Coordinator) Snapshots() []Snapshot {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
 	return out
+}
+
+// loadGained loads, for every shard gained since the last call, the
+// groups whose index entry says they may have members, so their members'
+// sessions run here even if none of them comes back: a member that died
+// with the previous coordinator leaves its group a session later. A shard
+// whose index cannot be read is tried again at the next tick.
+func (c *Coordinator) loadGained() {
+	if c.clock.Now().Before(c.gainedRetry) {
+		return
+	}
+	c.mu.Lock()
+	var shards []int32
+	for s := range c.gained {
+		shards = append(shards, s)
+	}
+	c.mu.Unlock()
+	for _, s := range shards {
+		ctx, cancel := context.WithTimeout(c.ctx, metaTimeout)
+		infos, err := c.opts.Meta.Groups(ctx, s)
+		cancel()
+		if err != nil {
+			if c.ctx.Err() == nil {
+				c.log.Warn("list the groups of a gained shard; trying again in a second", "shard", s, "err", err)
+			}
+			c.gainedRetry = c.clock.Now().Add(time.Second)
+			return
+		}
+		for _, gi := range infos {
+			if gi.ProtocolType == "" || gi.EmptySince != 0 {
+				continue // no members when it was last written
+			}
+			if g, code := c.acquire(c.ctx, gi.Group); code == 0 {
+				g.mu.Unlock()
+			}
+		}
+		c.mu.Lock()
+		delete(c.gained, s)
+		c.mu.Unlock()
+	}
 }
 
 // LoadAll loads every indexed group of the owned shards, so their

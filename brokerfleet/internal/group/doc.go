@@ -2,20 +2,25 @@
 // protocol with client-side assignment (JoinGroup, SyncGroup, Heartbeat,
 // LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups,
 // DeleteGroups, OffsetDelete), static membership (KIP-345) and the
-// MEMBER_ID_REQUIRED round trip (KIP-394).
+// MEMBER_ID_REQUIRED round trip (KIP-394); and the consumer group protocol
+// of KIP-848 (ConsumerGroupHeartbeat, ConsumerGroupDescribe) with
+// server-side assignment (package assign), member epochs, reconciliation,
+// member-epoch commits and online migration between the two.
 //
 // A Coordinator serves the groups of the shards its broker was assigned
-// (metastore.GroupShard). Membership lives in memory only: when a shard
-// moves, the new coordinator starts with every group empty, clients get
-// NOT_COORDINATOR or UNKNOWN_MEMBER_ID and rejoin. Committed offsets and
-// generations live in the metastore, so they survive the move.
+// (metastore.GroupShard). A group's membership is stored in its record
+// (metastore.GroupRecord, the value of the group's generation record):
+// a classic group's as of its last generation and assignment, a consumer
+// group's after every change and before any member learns of it. When a
+// shard moves, the new coordinator reads its groups again (at once those
+// that may have members, so their sessions run) and continues them:
+// members keep their generation or epoch and their partitions.
 //
-// Generations are the versions of the group's generation record in the
-// metastore: a rebalance that completes writes the record and uses its new
-// version as the generation id. Every offset commit is a transaction
-// conditioned on that version, so a member (or a whole coordinator) of an
-// older generation can never move a committed offset, even if it does not
-// know it was superseded.
+// Every write for a group (its record, offset commits, offset expiry) is
+// conditioned on the record's version as this coordinator last read or
+// wrote it, so a coordinator that lost the group can never store
+// anything, and a member of an older generation can never move a
+// committed offset, even if it does not know it was superseded.
 //
 // Committed offsets expire as Kafka's offsets.retention.minutes says
 // (Options.OffsetsRetention; expiredOffsets has the rules): an empty
@@ -43,7 +48,12 @@
 // group.go (one group's state machine), join.go (JoinGroup, SyncGroup),
 // heartbeat.go (Heartbeat, LeaveGroup), offsets.go (OffsetCommit,
 // OffsetFetch, OffsetDelete), admin.go (DescribeGroups, ListGroups,
-// DeleteGroups), retention.go (offset expiry).
+// DeleteGroups), retention.go (offset expiry), classicstate.go (a
+// classic group's stored membership), consumer.go (a consumer group's
+// state and stored form), cheartbeat.go (ConsumerGroupHeartbeat),
+// reconcile.go (reconciliation, a pure function), cclassic.go (classic
+// members in consumer groups, migrations), cdescribe.go
+// (ConsumerGroupDescribe).
 //
 // Locks: Coordinator.mu guards the shard set and the group map; each
 // group's mu guards that group and its members, and is held across the
@@ -52,8 +62,8 @@
 // while one holding Coordinator.mu only ever TryLocks a group's mu (the
 // run loop, finding idle groups). No goroutine holds two groups' locks.
 // Functions that expect a lock held say "Holds g.mu". Options.Valid runs
-// with no lock held; Options.PartitionExists and Options.TopicID run with
-// a group's mu held, so they must not call the Coordinator, nor wait for
-// a lock whose holder does (the broker calls SetShards after releasing
-// its own mu).
+// with no lock held; Options.PartitionExists, Options.TopicID and
+// Options.Topics run with a group's mu held, so they must not call the
+// Coordinator, nor wait for a lock whose holder does (the broker calls
+// SetShards after releasing its own mu).
 package group

@@ -56,6 +56,18 @@ type member struct {
 	sync                 chan *kmsg.SyncGroupResponse
 	assignment           []byte
 	synced               bool // sent SyncGroup in the current generation
+	// downgradedFrom is the member epoch it had in the consumer group
+	// this group was downgraded from, until it rejoins: its heartbeats
+	// and commits under it are taken as of the current generation, so
+	// it learns of the rebalance (and commits what it revokes) instead
+	// of losing its partitions to ILLEGAL_GENERATION.
+	downgradedFrom int32
+}
+
+// generationOK reports whether gen is the group's generation for m.
+// Holds g.mu.
+func (g *group) generationOK(m *member, gen int32) bool {
+	return gen == g.generation || (m.downgradedFrom > 0 && gen == m.downgradedFrom)
 }
 
 // metadataFor returns the member's metadata for protocol. Holds the
@@ -81,8 +93,15 @@ type group struct {
 	loaded bool // generation and offsets read from the metastore
 	gone   bool // forgotten by the coordinator: look it up again
 
-	state        state
-	generation   int32 // == the metastore generation record's version
+	state      state
+	generation int32 // the classic generation, stored in the group record
+	// fence is the version of the group's record (metastore.GroupRecord)
+	// as last read or written here: every write for the group is
+	// conditioned on it.
+	fence int64
+	// cg is set while the group is a consumer-protocol group (KIP-848);
+	// the classic fields are then unused.
+	cg           *consumerGroup
 	protocolType string
 	protocol     string
 	leader       string
@@ -117,7 +136,7 @@ func newGroup(c *Coordinator, name string, shard int32) *group {
 func (g *group) load(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, metaTimeout)
 	defer cancel()
-	gen, err := g.c.opts.Meta.Generation(ctx, g.name)
+	rec, err := g.c.opts.Meta.LoadGroup(ctx, g.name)
 	if err != nil {
 		return err
 	}
@@ -133,7 +152,8 @@ func (g *group) load(ctx context.Context) error {
 		return err
 	}
 	now := g.c.clock.Now()
-	g.generation = int32(gen)
+	g.fence = rec.Version
+	g.resetMembership()
 	g.offsets = make(map[tp]metastore.Offset, len(offs))
 	var stamp []metastore.Offset
 	for _, o := range offs {
@@ -153,6 +173,11 @@ func (g *group) load(ctx context.Context) error {
 	if info.EmptySince != 0 {
 		g.emptySince = time.UnixMilli(info.EmptySince)
 	}
+	if rec.Type == metastore.GroupTypeConsumer && rec.Consumer != nil {
+		g.loadConsumer(rec.Consumer, now)
+	} else if rec.Classic != nil {
+		g.loadClassic(rec.Classic, now)
+	}
 	g.loaded = true
 	if len(stamp) > 0 {
 		if err := g.c.opts.Meta.StampOffsets(ctx, g.name, stamp); err != nil {
@@ -171,17 +196,53 @@ func (g *group) load(ctx context.Context) error {
 // Holds g.mu.
 func (g *group) unload() {
 	g.gone = true
+	g.answerParked(codeNotCoordinator)
+}
+
+// answerParked answers every parked JoinGroup and SyncGroup with code.
+// Holds g.mu.
+func (g *group) answerParked(code int16) {
 	for _, m := range g.members {
-		g.answerJoin(m, &kmsg.JoinGroupResponse{ErrorCode: codeNotCoordinator})
-		g.answerSync(m, codeNotCoordinator, nil)
+		g.answerJoin(m, &kmsg.JoinGroupResponse{ErrorCode: code, MemberID: m.id, Generation: -1})
+		g.answerSync(m, code, nil)
 	}
+}
+
+// resetMembership drops the members and the state they make, before a
+// load replaces them. Holds g.mu.
+func (g *group) resetMembership() {
+	g.answerParked(codeNotCoordinator)
+	g.cg = nil
+	g.state = stateEmpty
+	g.generation = 0
+	g.leader, g.protocol = "", ""
+	g.members = map[string]*member{}
+	g.statics = map[string]string{}
+	clear(g.pending)
+	g.syncDeadline, g.rebalanceDeadline, g.initialUntil = time.Time{}, time.Time{}, time.Time{}
+}
+
+// memberCount is the number of members of either type. Holds g.mu.
+func (g *group) memberCount() int {
+	if g.cg != nil {
+		return len(g.cg.members)
+	}
+	return len(g.members)
 }
 
 // exists reports whether the group is worth listing: it has members, or
 // it completed a generation or committed offsets (and was not deleted
 // since), which put it in its shard's index. Holds g.mu.
 func (g *group) exists() bool {
-	return len(g.members) > 0 || g.indexed
+	return g.memberCount() > 0 || g.indexed
+}
+
+// typeName is the group's type as ListGroups names it. Holds g.mu.
+func (g *group) typeName() string {
+	if g.cg != nil {
+		return "consumer"
+	}
+	return "classic"
 }
 
 // stateName is the group's state as Kafka names it. Holds g.mu.
@@ -189,13 +250,16 @@ func (g *group) stateName() string {
 	if !g.exists() {
 		return "Dead"
 	}
+	if g.cg != nil {
+		return g.cg.stateName()
+	}
 	return stateNames[g.state]
 }
 
 // idleSince returns how long the group has had nothing in memory worth
 // keeping (no members, no handed-out member ids). Holds g.mu.
 func (g *group) idleSince(now time.Time) time.Duration {
-	if len(g.members) > 0 || len(g.pending) > 0 {
+	if g.memberCount() > 0 || len(g.pending) > 0 {
 		return 0
 	}
 	return now.Sub(g.lastUsed)
@@ -314,10 +378,13 @@ func (g *group) maybeCompleteJoin(now time.Time) {
 	// Index the group, or record that it is not empty any more (and its
 	// protocol type), before the generation that other coordinators would
 	// count from: an entry never says empty while a generation is live.
-	var gen int64
+	protocol := g.selectProtocol()
 	err := g.storeInfo(ctx, now)
 	if err == nil {
-		gen, err = g.c.opts.Meta.NewGeneration(ctx, g.name)
+		err = g.storeClassic(ctx, g.generation+1, protocol, leader, false)
+	}
+	if errors.Is(err, errMetastoreFenced) {
+		return // forgotten: the members were told NOT_COORDINATOR
 	}
 	if err != nil {
 		// The members retry (COORDINATOR_NOT_AVAILABLE is retriable) and
@@ -329,8 +396,8 @@ func (g *group) maybeCompleteJoin(now time.Time) {
 		g.rebalanceDeadline = now.Add(g.maxRebalanceTimeout())
 		return
 	}
-	g.generation = int32(gen)
-	g.protocol = g.selectProtocol()
+	g.generation++
+	g.protocol = protocol
 	g.leader = leader
 	g.state = stateCompletingRebalance
 	g.syncDeadline = now.Add(g.maxRebalanceTimeout())
@@ -495,6 +562,13 @@ func (g *group) answerSync(m *member, code int16, assignment []byte) {
 // tick expires members and pending member ids whose session ran out, and
 // completes rebalances whose time is up. Holds g.mu.
 func (g *group) tick(now time.Time) {
+	if !g.loaded {
+		return
+	}
+	if g.cg != nil {
+		g.tickConsumer(now)
+		return
+	}
 	for id, exp := range g.pending {
 		if now.After(exp) {
 			delete(g.pending, id)
@@ -543,7 +617,7 @@ func (g *group) commit(ctx context.Context, offs []metastore.Offset) error {
 			return err
 		}
 	}
-	err := g.c.opts.Meta.CommitOffsets(ctx, g.name, int64(g.generation), offs)
+	err := g.c.opts.Meta.CommitOffsets(ctx, g.name, g.fence, offs)
 	if errors.Is(err, metastore.ErrFenced) {
 		return fmt.Errorf("%w: %v", errMetastoreFenced, err)
 	}
@@ -551,7 +625,7 @@ func (g *group) commit(ctx context.Context, offs []metastore.Offset) error {
 		return err
 	}
 	for _, o := range offs {
-		o.Generation = int64(g.generation)
+		o.Generation = g.fence
 		g.offsets[tp{o.Topic, o.Partition}] = o
 	}
 	return nil

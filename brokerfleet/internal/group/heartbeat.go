@@ -18,11 +18,15 @@ func (c *Coordinator) Heartbeat(ctx context.Context, req *kmsg.HeartbeatRequest)
 		return resp
 	}
 	defer g.mu.Unlock()
+	if g.cg != nil {
+		resp.ErrorCode = g.classicHeartbeatConsumer(req)
+		return resp
+	}
 	m, code := g.checkMember(req.MemberID, req.InstanceID)
 	switch {
 	case code != 0:
 		resp.ErrorCode = code
-	case req.Generation != g.generation:
+	case !g.generationOK(m, req.Generation):
 		resp.ErrorCode = codeIllegalGeneration
 	case g.state == stateEmpty:
 		resp.ErrorCode = codeUnknownMember
@@ -50,6 +54,9 @@ func (c *Coordinator) Leave(ctx context.Context, req *kmsg.LeaveGroupRequest) *k
 	}
 	defer g.mu.Unlock()
 	g.touch(nil)
+	if g.cg != nil {
+		return g.classicLeaveConsumer(req, leaving)
+	}
 	removed := false
 	for _, lm := range leaving {
 		code := int16(0)

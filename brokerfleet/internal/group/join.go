@@ -8,6 +8,7 @@ package group
 import (
 	"bytes"
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -45,6 +46,13 @@ func (c *Coordinator) Join(ctx context.Context, req *kmsg.JoinGroupRequest, clie
 	}
 	defer g.mu.Unlock()
 	g.touch(nil)
+	if g.cg != nil {
+		if len(g.cg.members) > 0 {
+			resp := g.classicJoinConsumer(req, clientID, clientHost, session, rebalance)
+			return func() *kmsg.JoinGroupResponse { return resp }
+		}
+		g.becomeClassic()
+	}
 	if len(g.members) > 0 && (req.ProtocolType != g.protocolType || len(g.commonProtocols(req.Protocols)) == 0) {
 		return now(codeInconsistentProtocol, req.MemberID)
 	}
@@ -71,12 +79,17 @@ func (c *Coordinator) Join(ctx context.Context, req *kmsg.JoinGroupRequest, clie
 		}
 	}
 	update := func(m *member) {
+		m.downgradedFrom = 0
 		m.protocols = slices.Clone(req.Protocols)
 		m.session, m.rebalance = session, rebalance
 		m.clientID, m.clientHost = clientID, clientHost
 		g.touch(m)
 	}
+	full := func(id string) bool { return g.members[id] == nil && len(g.members) >= c.opts.MaxSize }
 	add := func(id string) func() *kmsg.JoinGroupResponse {
+		if full(id) {
+			return now(kerr.GroupMaxSizeReached.Code, id)
+		}
 		m := &member{id: id, instanceID: instance, protocolType: req.ProtocolType, joinOrder: g.joinSeq}
 		g.joinSeq++
 		update(m)
@@ -109,6 +122,9 @@ func (c *Coordinator) Join(ctx context.Context, req *kmsg.JoinGroupRequest, clie
 			return add(newMemberID(clientID))
 		}
 		if req.Version >= 4 {
+			if len(g.members) >= c.opts.MaxSize {
+				return now(kerr.GroupMaxSizeReached.Code, "")
+			}
 			// KIP-394: hand out an id first, so a client that times out and
 			// retries does not leave a ghost member behind.
 			id := newMemberID(clientID)
@@ -178,6 +194,7 @@ func (g *group) replaceStatic(old *member, id string, req *kmsg.JoinGroupRequest
 	g.c.log.Info("static member replaced", "group", g.name, "instance", m.instanceID, "old", oldID, "new", id)
 	switch g.state {
 	case stateStable:
+		g.storeClassicState("a static member's replacement")
 		// Only a change of the protocol the group would select forces a
 		// rebalance (as in Kafka). Comparing the metadata bytes would
 		// rebalance on nearly every restart, defeating KIP-345: a
@@ -257,6 +274,10 @@ func (c *Coordinator) Sync(ctx context.Context, req *kmsg.SyncGroupRequest) func
 		return now(code, nil)
 	}
 	defer g.mu.Unlock()
+	if g.cg != nil {
+		resp := g.classicSyncConsumer(req)
+		return func() *kmsg.SyncGroupResponse { return resp }
+	}
 	m, code := g.checkMember(req.MemberID, req.InstanceID)
 	if code != 0 {
 		return now(code, nil)
@@ -295,6 +316,13 @@ func (c *Coordinator) Sync(ctx context.Context, req *kmsg.SyncGroupRequest) func
 			mm.assignment = assigned[mm.id]
 		}
 		g.state = stateStable
+		if err := g.storeClassic(ctx, g.generation, g.protocol, g.leader, true); errors.Is(err, errMetastoreFenced) {
+			return func() *kmsg.SyncGroupResponse { return <-ch } // unload answered it
+		} else if err != nil {
+			// The generation stands; a coordinator that loads the group
+			// before the next store makes its members rejoin.
+			g.c.log.Warn("store group assignment", "group", g.name, "err", err)
+		}
 		for _, mm := range g.members {
 			g.answerSync(mm, 0, mm.assignment)
 		}

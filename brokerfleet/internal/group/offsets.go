@@ -57,7 +57,15 @@ func (c *Coordinator) Commit(ctx context.Context, req *kmsg.OffsetCommitRequest)
 	// a commit of a non-member or an old generation during
 	// CompletingRebalance learns that (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION,
 	// FENCED_INSTANCE_ID), not REBALANCE_IN_PROGRESS.
+	var partitionCode func(topic string, partition int32) int16
 	switch {
+	case g.cg != nil:
+		var code int16
+		if code, partitionCode = g.consumerCommitCheck(req.Version, generation, req.MemberID); code != 0 {
+			return setAll(code)
+		}
+	case !g.exists() && generation >= 0 && req.Version >= 9:
+		return setAll(kerr.GroupIDNotFound.Code)
 	case generation < 0 && len(g.members) == 0:
 		// A simple consumer or an admin reset: no member to check.
 	default:
@@ -65,7 +73,7 @@ func (c *Coordinator) Commit(ctx context.Context, req *kmsg.OffsetCommitRequest)
 		if code != 0 {
 			return setAll(code)
 		}
-		if generation != g.generation {
+		if !g.generationOK(m, generation) {
 			return setAll(codeIllegalGeneration)
 		}
 		if g.state == stateCompletingRebalance {
@@ -92,6 +100,11 @@ func (c *Coordinator) Commit(ctx context.Context, req *kmsg.OffsetCommitRequest)
 				sp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
 				continue
 			}
+			if partitionCode != nil {
+				if sp.ErrorCode = partitionCode(rt.Topic, rp.Partition); sp.ErrorCode != 0 {
+					continue
+				}
+			}
 			o := metastore.Offset{Topic: rt.Topic, Partition: rp.Partition, Offset: rp.Offset, LeaderEpoch: rp.LeaderEpoch, Metadata: md,
 				TopicID: id, CommittedAt: now.UnixMilli()}
 			if req.Version < 6 {
@@ -117,6 +130,50 @@ func (c *Coordinator) Commit(ctx context.Context, req *kmsg.OffsetCommitRequest)
 		return setAll(codeCoordinatorNotAvailable)
 	}
 	return resp
+}
+
+// consumerCommitCheck validates a commit to a consumer group: the code
+// for the whole request, or a check of each partition when the member
+// commits at an older epoch (KIP-1251: accepted for partitions it has
+// held since that epoch). A commit of generation -1 without members (an
+// admin tool) needs no member. Holds g.mu.
+func (g *group) consumerCommitCheck(version int16, epoch int32, memberID string) (int16, func(string, int32) int16) {
+	cg := g.cg
+	if epoch < 0 && len(cg.members) == 0 {
+		return 0, nil
+	}
+	m := cg.members[memberID]
+	if m == nil {
+		return codeUnknownMember, nil
+	}
+	stale := kerr.StaleMemberEpoch.Code
+	if m.usesClassic() {
+		stale = codeIllegalGeneration
+	} else if version < 9 {
+		return kerr.UnsupportedVersion.Code, nil
+	}
+	switch {
+	case epoch == m.epoch:
+		return 0, nil
+	case epoch > m.epoch || epoch < 0:
+		return stale, nil
+	}
+	view := g.c.topics()
+	return 0, func(topic string, partition int32) int16 {
+		t, ok := view.Topic(topic)
+		if !ok {
+			return stale
+		}
+		k := partKey{t.ID, partition}
+		e, held := m.assigned[k]
+		if !held {
+			e, held = m.pending[k]
+		}
+		if !held || epoch < e {
+			return stale
+		}
+		return 0
+	}
 }
 
 // unchanged reports whether committing o over cur need not write: the
@@ -151,7 +208,7 @@ func (c *Coordinator) FetchOffsets(ctx context.Context, req *kmsg.OffsetFetchReq
 		if req.Topics == nil {
 			topics = nil
 		}
-		rg := c.fetchGroup(ctx, req.Group, topics, req.Topics == nil, req.RequireStable)
+		rg := c.fetchGroup(ctx, req.Group, nil, -1, topics, req.Topics == nil, req.RequireStable)
 		resp.ErrorCode = rg.ErrorCode
 		for _, t := range rg.Topics {
 			rt := kmsg.NewOffsetFetchResponseTopic()
@@ -169,7 +226,11 @@ func (c *Coordinator) FetchOffsets(ctx context.Context, req *kmsg.OffsetFetchReq
 		return resp
 	}
 	for _, rg := range req.Groups {
-		resp.Groups = append(resp.Groups, c.fetchGroup(ctx, rg.Group, rg.Topics, rg.Topics == nil, req.RequireStable))
+		memberID, epoch := rg.MemberID, rg.MemberEpoch
+		if req.Version < 9 {
+			memberID, epoch = nil, -1
+		}
+		resp.Groups = append(resp.Groups, c.fetchGroup(ctx, rg.Group, memberID, epoch, rg.Topics, rg.Topics == nil, req.RequireStable))
 	}
 	return resp
 }
@@ -178,7 +239,7 @@ func (c *Coordinator) FetchOffsets(ctx context.Context, req *kmsg.OffsetFetchReq
 // not yet committed or aborted is UNSTABLE_OFFSET_COMMIT (retriable), so
 // a consumer taking over from a transactional one starts after its last
 // transaction ends.
-func (c *Coordinator) fetchGroup(ctx context.Context, name string, topics []kmsg.OffsetFetchRequestGroupTopic, all, requireStable bool) kmsg.OffsetFetchResponseGroup {
+func (c *Coordinator) fetchGroup(ctx context.Context, name string, memberID *string, epoch int32, topics []kmsg.OffsetFetchRequestGroupTopic, all, requireStable bool) kmsg.OffsetFetchResponseGroup {
 	out := kmsg.NewOffsetFetchResponseGroup()
 	out.Group = name
 	fill := func(code int16) {
@@ -206,6 +267,22 @@ func (c *Coordinator) fetchGroup(ctx context.Context, name string, topics []kmsg
 	}
 	defer g.mu.Unlock()
 	g.touch(nil)
+	if g.cg != nil && (memberID != nil || epoch >= 0) {
+		// A member of a consumer group fetches at its current epoch.
+		m := g.cg.members[deref(memberID)]
+		switch {
+		case m == nil:
+			out.ErrorCode = codeUnknownMember
+		case epoch != m.epoch && m.usesClassic():
+			out.ErrorCode = codeIllegalGeneration
+		case epoch != m.epoch:
+			out.ErrorCode = kerr.StaleMemberEpoch.Code
+		}
+		if out.ErrorCode != 0 {
+			fill(out.ErrorCode)
+			return out
+		}
+	}
 	if all {
 		byTopic := map[string][]int32{}
 		for k := range g.offsets {
@@ -264,6 +341,9 @@ func (c *Coordinator) DeleteOffsets(ctx context.Context, req *kmsg.OffsetDeleteR
 		return resp
 	}
 	subscribed := map[string]bool{}
+	if g.cg != nil {
+		subscribed = g.consumerSubscribed()
+	}
 	for _, m := range g.members {
 		var md kmsg.ConsumerMemberMetadata
 		for _, p := range m.protocols {

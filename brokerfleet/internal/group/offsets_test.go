@@ -202,12 +202,9 @@ func TestStaleCoordinatorCommitIsFenced(t *testing.T) {
 
 	c2 := h.addCoordinator()
 	c2.SetShards(allShards()) // h.c has not heard yet
-	id := func() string {
-		r := h.joinAsync(c2, joinReq("g", "", "", "x"), "x").get()
-		wantCode(t, "first join at the new coordinator", r.ErrorCode, kerr.MemberIDRequired)
-		return r.MemberID
-	}()
-	r := h.joinAsync(c2, joinReq("g", id, "", "x"), "x").get()
+	// The member (its leader) rejoins at the new coordinator, which
+	// loaded its membership: a new generation.
+	r := h.joinAsync(c2, joinReq("g", f.ids[0], "", "x"), "x").get()
 	wantCode(t, "join at the new coordinator", r.ErrorCode, nil)
 	if r.Generation <= f.gen {
 		t.Fatalf("new coordinator's generation %d, not after %d", r.Generation, f.gen)
@@ -217,8 +214,9 @@ func TestStaleCoordinatorCommitIsFenced(t *testing.T) {
 	if got := h.committed(c2, "g"); got != 1 {
 		t.Fatalf("committed %d after the zombie's commit, want 1", got)
 	}
-	// The stale coordinator forgot the group.
-	wantCode(t, "zombie heartbeat", h.heartbeat("g", f.ids[0], "", f.gen), kerr.UnknownMemberID)
+	// The stale coordinator forgot the group: it reads it again, with
+	// the generation formed since.
+	wantCode(t, "zombie heartbeat", h.heartbeat("g", f.ids[0], "", f.gen), kerr.IllegalGeneration)
 }
 
 func TestOffsetDelete(t *testing.T) {

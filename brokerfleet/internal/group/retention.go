@@ -224,6 +224,12 @@ func (c *Coordinator) expireGroup(cand expiryCandidate, now time.Time) error {
 
 // view is the group's state as expiredOffsets needs it. Holds g.mu.
 func (g *group) view() retentionView {
+	if g.cg != nil {
+		// Offsets of topics no member subscribes to expire in any
+		// state; an empty group's all expire from when it became empty.
+		return retentionView{protocolType: "consumer", empty: len(g.cg.members) == 0, stable: true,
+			emptySince: g.emptySince, subscribed: g.consumerSubscribed()}
+	}
 	v := retentionView{
 		protocolType: g.protocolType,
 		empty:        g.state == stateEmpty && len(g.members) == 0 && len(g.pending) == 0,
@@ -271,7 +277,7 @@ func (g *group) expire(now time.Time) error {
 	for _, k := range expired {
 		offs = append(offs, g.offsets[k])
 	}
-	dropped, err := g.c.opts.Meta.ExpireOffsets(ctx, g.name, int64(g.generation), offs, drop)
+	dropped, err := g.c.opts.Meta.ExpireOffsets(ctx, g.name, g.fence, offs, drop)
 	switch {
 	case errors.Is(err, metastore.ErrFenced):
 		// Another coordinator formed a newer generation: this one is stale.
@@ -308,7 +314,10 @@ func (g *group) expire(now time.Time) error {
 // Holds g.mu.
 func (g *group) wantInfo(now time.Time) metastore.GroupInfo {
 	gi := metastore.GroupInfo{Group: g.name, ProtocolType: g.protocolType, OldestCommit: g.info.OldestCommit}
-	if g.protocolType != "" && g.state == stateEmpty && len(g.members) == 0 {
+	if g.cg != nil {
+		gi.Type = metastore.GroupTypeConsumer
+	}
+	if g.protocolType != "" && g.state == stateEmpty && g.memberCount() == 0 {
 		gi.EmptySince = g.emptySince.UnixMilli()
 	}
 	if gi.OldestCommit == 0 || now.Sub(time.UnixMilli(gi.OldestCommit)) >= g.c.opts.OffsetsRetention {
@@ -342,9 +351,16 @@ func (g *group) storeInfo(ctx context.Context, now time.Time) error {
 // write is retried by the next expiry check (storeInfo). Holds g.mu,
 // across the write.
 func (g *group) becameEmpty(now time.Time) {
+	wasEmpty := g.state == stateEmpty
 	g.state = stateEmpty
 	g.leader, g.protocol = "", ""
 	g.emptySince = now
+	if !wasEmpty && g.generation > 0 && !g.gone {
+		g.storeClassicState("the last member left")
+		if g.gone {
+			return
+		}
+	}
 	if !g.indexed {
 		return
 	}

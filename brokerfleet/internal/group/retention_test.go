@@ -275,7 +275,8 @@ func TestExpirySurvivesCoordinatorMove(t *testing.T) {
 
 // A group that has members again says so in the metastore as soon as its
 // generation forms: a coordinator the shard moves to right after does not
-// count from the old emptiness, but from its own first look.
+// count from the old emptiness, but from when the member it took over
+// (membership survives the move) let its session run out.
 func TestRejoinRecordedBeforeMove(t *testing.T) {
 	h := newHarness(t, withRetention)
 	m := h.formConsumer(h.c, "g", "t")
@@ -286,7 +287,11 @@ func TestRejoinRecordedBeforeMove(t *testing.T) {
 	c2 := h.addCoordinator(withRetention)
 	h.c.SetShards(nil)
 	c2.SetShards(allShards())
-	h.advanceTo(retention + checkInterval)
+	// c2 continues the group with its member (loaded when it gained the
+	// shard), whose session runs out there (it heartbeats no more): the
+	// group is empty from then on.
+	h.advance(tickInterval)
+	h.advance(longSessionMs*time.Millisecond + tickInterval)
 	firstLook := h.elapsed()
 	h.wantOffsets(c2, "g", map[string]int64{"t/0": 10})
 	h.advanceTo(firstLook + retention - checkInterval)

@@ -154,7 +154,7 @@ func (c *Coordinator) TxnCommit(ctx context.Context, req *kmsg.TxnOffsetCommitRe
 			return setAll(codeCoordinatorNotAvailable)
 		}
 	}
-	if err := c.opts.Meta.PutPendingOffsets(wctx, g.name, int64(g.generation), req.ProducerID, offs); err != nil {
+	if err := c.opts.Meta.PutPendingOffsets(wctx, g.name, g.fence, req.ProducerID, offs); err != nil {
 		if errors.Is(err, metastore.ErrFenced) {
 			c.forget(g)
 			return setAll(codeNotCoordinator)
@@ -225,13 +225,13 @@ func (g *group) completeTxn(ctx context.Context, pid int64, commit bool) error {
 			mine = append(mine, o)
 		}
 	}
-	if err := g.c.opts.Meta.CompletePendingOffsets(ctx, g.name, pid, commit, int64(g.generation), mine); err != nil {
+	if err := g.c.opts.Meta.CompletePendingOffsets(ctx, g.name, pid, commit, g.fence, mine); err != nil {
 		return err
 	}
 	if commit {
 		for _, o := range mine {
 			g.offsets[tp{o.Topic, o.Partition}] = metastore.Offset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset,
-				LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, Generation: int64(g.generation), TopicID: o.TopicID, CommittedAt: o.CommittedAt}
+				LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, Generation: g.fence, TopicID: o.TopicID, CommittedAt: o.CommittedAt}
 		}
 	}
 	g.txnOffsets.drop(pid)

@@ -56,6 +56,9 @@ var (
 	descGroupMembers = prometheus.NewDesc("strata_consumer_group_members",
 		"Members of each group this broker coordinates, labelled with the group's state.",
 		[]string{"group", "state"}, nil)
+	descGroupEpoch = prometheus.NewDesc("strata_consumer_group_epoch",
+		"Each group's epoch (consumer protocol, KIP-848) or generation (classic protocol), labelled with its type (classic, consumer), for the groups this broker coordinates.",
+		[]string{"group", "type"}, nil)
 	descCoordShards = prometheus.NewDesc("strata_group_coordinator_shards",
 		"Group coordinator shards this broker holds.", nil, nil)
 )
@@ -125,7 +128,7 @@ type collector struct {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPartitions, descLeaders, descUnderReplicated, descUnderMinISR, descReassigning,
 		descOffline, descController, descTierLag, descTierBacklogSegments, descTierBacklogBytes, descS3Requests, descS3Bytes,
-		descGroupLag, descGroupCommitted, descGroupMembers, descCoordShards} {
+		descGroupLag, descGroupCommitted, descGroupMembers, descGroupEpoch, descCoordShards} {
 		ch <- d
 	}
 }
@@ -165,6 +168,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descCoordShards, float64(c.src.CoordinatorShards()))
 	for _, g := range m.lastGroups() {
 		gauge(descGroupMembers, float64(g.Members), g.Group, g.State)
+		if g.Type != "" {
+			gauge(descGroupEpoch, float64(g.Epoch), g.Group, g.Type)
+		}
 		for _, o := range g.Offsets {
 			p := strconv.Itoa(int(o.Partition))
 			gauge(descGroupCommitted, float64(o.Committed), g.Group, o.Topic, p)

@@ -283,8 +283,12 @@ func (m *Broker) RoleApplied(self int32, st metastore.PartitionState) {
 // group gauges.
 type GroupStat struct {
 	Group, State string
-	Members      int
-	Offsets      []GroupOffset
+	// Type is "classic" or "consumer" (the KIP-848 protocol); Epoch is a
+	// consumer group's epoch or a classic group's generation.
+	Type    string
+	Epoch   int32
+	Members int
+	Offsets []GroupOffset
 }
 
 // GroupOffset is a committed offset and the partition's log end (high

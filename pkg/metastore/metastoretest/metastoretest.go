@@ -51,6 +51,7 @@ func Run(t *testing.T, newStore NewStore, opts Options) {
 		{"StaleEpochWriteRejected", testStaleEpoch},
 		{"OffsetCommitFencedByGeneration", testOffsetGeneration},
 		{"GroupIndexAndCoordinatorShards", testGroups},
+		{"GroupRecordFencesWriters", testGroupRecord},
 		{"OffsetRecordsCarryTopicIDAndTime", testOffsetRecords},
 		{"GroupInfoRetentionTimes", testGroupInfo},
 		{"OffsetExpiryFencedByGeneration", testOffsetExpiry},

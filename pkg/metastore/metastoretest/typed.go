@@ -380,3 +380,59 @@ func testChanges(t *testing.T, s metastore.Store, _ Options) {
 		t.Fatal("an ISR change did not move the change version")
 	}
 }
+
+func testGroupRecord(t *testing.T, s metastore.Store, _ Options) {
+	m := metastore.New(s)
+	c := ctx(t)
+	// A group never stored reads as version 0, classic, generation 0.
+	r, err := m.LoadGroup(c, "g")
+	if err != nil || r.Version != 0 || r.Type != "" || r.Classic == nil || r.Classic.Generation != 0 {
+		t.Fatalf("absent group: %+v %v", r, err)
+	}
+	// A record from before the value existed: generation = version.
+	gen, err := m.NewGeneration(c, "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err = m.LoadGroup(c, "old")
+	if err != nil || r.Version != gen || r.Classic == nil || r.Classic.Generation != int32(gen) {
+		t.Fatalf("old group: %+v %v", r, err)
+	}
+	// Stores are conditioned on the version.
+	rec := metastore.GroupRecord{Type: metastore.GroupTypeConsumer, Consumer: &metastore.ConsumerGroup{Epoch: 3, AssignmentEpoch: 3,
+		Members: []metastore.ConsumerMember{{ID: "m1", Epoch: 3, Topics: []string{"t"},
+			Assigned: []metastore.TopicPartitions{{Topic: metastore.TopicID{9}, Partitions: []int32{0, 1}, Epochs: []int32{2, 3}}}}}}}
+	v1, err := m.StoreGroup(c, "g", rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.StoreGroup(c, "g", rec) // version 0 again: another writer's
+	WantErr(t, err, metastore.ErrFenced)
+	rec.Version = v1
+	rec.Consumer.Epoch = 4
+	v2, err := m.StoreGroup(c, "g", rec)
+	if err != nil || v2 <= v1 {
+		t.Fatalf("store at version %d: %d %v", v1, v2, err)
+	}
+	rec.Version = v1
+	_, err = m.StoreGroup(c, "g", rec)
+	WantErr(t, err, metastore.ErrFenced)
+	got, err := m.LoadGroup(c, "g")
+	if err != nil || got.Version != v2 || got.Type != metastore.GroupTypeConsumer || got.Consumer.Epoch != 4 ||
+		len(got.Consumer.Members) != 1 || got.Consumer.Members[0].Assigned[0].Topic != (metastore.TopicID{9}) ||
+		got.Consumer.Members[0].Assigned[0].Epochs[1] != 3 {
+		t.Fatalf("loaded %+v %v", got, err)
+	}
+	// Commits are fenced by the record's version.
+	WantErr(t, m.CommitOffsets(c, "g", v1, []metastore.Offset{{Topic: "t", Offset: 1}}), metastore.ErrFenced)
+	if err := m.CommitOffsets(c, "g", v2, []metastore.Offset{{Topic: "t", Offset: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	// Deleting the group keeps the record (it fences).
+	if err := m.DeleteGroup(c, "g"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := m.LoadGroup(c, "g"); err != nil || got.Version != v2 {
+		t.Fatalf("after delete: %+v %v", got, err)
+	}
+}
