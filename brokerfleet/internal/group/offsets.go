@@ -208,7 +208,7 @@ func (c *Coordinator) FetchOffsets(ctx context.Context, req *kmsg.OffsetFetchReq
 		if req.Topics == nil {
 			topics = nil
 		}
-		rg := c.fetchGroup(ctx, req.Group, nil, -1, topics, req.Topics == nil)
+		rg := c.fetchGroup(ctx, req.Group, nil, -1, topics, req.Topics == nil, req.RequireStable)
 		resp.ErrorCode = rg.ErrorCode
 		for _, t := range rg.Topics {
 			rt := kmsg.NewOffsetFetchResponseTopic()
@@ -230,12 +230,16 @@ func (c *Coordinator) FetchOffsets(ctx context.Context, req *kmsg.OffsetFetchReq
 		if req.Version < 9 {
 			memberID, epoch = nil, -1
 		}
-		resp.Groups = append(resp.Groups, c.fetchGroup(ctx, rg.Group, memberID, epoch, rg.Topics, rg.Topics == nil))
+		resp.Groups = append(resp.Groups, c.fetchGroup(ctx, rg.Group, memberID, epoch, rg.Topics, rg.Topics == nil, req.RequireStable))
 	}
 	return resp
 }
 
-func (c *Coordinator) fetchGroup(ctx context.Context, name string, memberID *string, epoch int32, topics []kmsg.OffsetFetchRequestGroupTopic, all bool) kmsg.OffsetFetchResponseGroup {
+// With requireStable (KIP-447), a partition with a transactional offset
+// not yet committed or aborted is UNSTABLE_OFFSET_COMMIT (retriable), so
+// a consumer taking over from a transactional one starts after its last
+// transaction ends.
+func (c *Coordinator) fetchGroup(ctx context.Context, name string, memberID *string, epoch int32, topics []kmsg.OffsetFetchRequestGroupTopic, all, requireStable bool) kmsg.OffsetFetchResponseGroup {
 	out := kmsg.NewOffsetFetchResponseGroup()
 	out.Group = name
 	fill := func(code int16) {
@@ -301,7 +305,9 @@ func (c *Coordinator) fetchGroup(ctx context.Context, name string, memberID *str
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 			rp.Partition, rp.Offset, rp.LeaderEpoch = p, -1, -1
-			if o, ok := g.offsets[tp{t.Topic, p}]; ok {
+			if requireStable && g.txnOffsets.pendingAt(tp{t.Topic, p}) {
+				rp.ErrorCode = kerr.UnstableOffsetCommit.Code
+			} else if o, ok := g.offsets[tp{t.Topic, p}]; ok {
 				rp.Offset, rp.LeaderEpoch = o.Offset, o.LeaderEpoch
 				md := o.Metadata
 				rp.Metadata = &md
