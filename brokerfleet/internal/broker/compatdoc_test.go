@@ -18,7 +18,8 @@ var apiNotes = map[int16]string{
 	0:  "acks 0, 1 and all; idempotent producers (5 batches deduplicated per producer and partition); transactional batches verified with their coordinator (KIP-890 part 1); v12 (transaction version 2) not served",
 	1:  "long poll, fetch sessions (KIP-227), reading from an in-sync follower in the consumer's rack (KIP-392); v13+ (topic ids) not served",
 	2:  "earliest, latest, by timestamp, max timestamp, isolation level; answered by partition leaders only",
-	8:  "v2-v4 retention time is ignored (offsets are kept while the group lives)",
+	8:  "v2-v4 retention time is ignored (offsets are kept while the group lives); v9 fences consumer-protocol members by member epoch (KIP-848, KIP-1251); v10 (topic ids) not served",
+	9:  "v9 checks a consumer-protocol member's epoch; v10 (topic ids) not served",
 	19: "manual replica assignment refused (INVALID_REQUEST): replicas are placed by the cluster",
 	21: "moves the leader's log start only: followers do not learn it, so a new leader may serve the deleted records until retention removes them",
 	22: "idempotent and transactional producers, epoch bumps fencing older instances, KIP-360 recovery",
@@ -26,6 +27,7 @@ var apiNotes = map[int16]string{
 	26: "v5 (transaction version 2, KIP-890 part 2) not served",
 	48: "user and client-id entities; ip entities refused (INVALID_REQUEST)",
 	49: "producer_byte_rate, consumer_byte_rate, request_percentage; ip entities and controller_mutation_rate refused (INVALID_REQUEST)",
+	68: "uniform and range assignors, topic-list and RE2 regex subscriptions, static members, online migration with classic groups; per-group consumer.session.timeout.ms and consumer.heartbeat.interval.ms overrides not served; no rack-aware assignment",
 }
 
 const (

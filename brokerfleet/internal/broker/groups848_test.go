@@ -533,3 +533,36 @@ func TestConsumerProtocolOnlineMigration(t *testing.T) {
 	offs.Each(func(o kadm.OffsetResponse) { total += o.At })
 	require.Equal(t, int64(len(all)), total)
 }
+
+// The consumer protocol's settings are checked as Kafka checks them.
+func TestConsumerGroupConfigValidation(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*broker.Config)
+		want   string
+	}{
+		{"session below its minimum", func(c *broker.Config) { c.GroupConsumerSessionTimeout = 10 * time.Second }, "group-consumer-session-timeout"},
+		{"session above its maximum", func(c *broker.Config) { c.GroupConsumerSessionTimeout = 2 * time.Minute }, "group-consumer-session-timeout"},
+		{"heartbeat below its minimum", func(c *broker.Config) { c.GroupConsumerHeartbeatInterval = time.Second }, "group-consumer-heartbeat-interval"},
+		{"heartbeat not below the session", func(c *broker.Config) {
+			c.GroupConsumerMinHeartbeatInterval, c.GroupConsumerMaxHeartbeatInterval = time.Second, time.Minute
+			c.GroupConsumerHeartbeatInterval = 45 * time.Second
+		}, "below the session timeout"},
+		{"unknown assignor", func(c *broker.Config) { c.GroupConsumerAssignors = []string{"uniform", "sticky"} }, "group-consumer-assignors"},
+		{"assignor twice", func(c *broker.Config) { c.GroupConsumerAssignors = []string{"range", "range"} }, "group-consumer-assignors"},
+		{"bad policy", func(c *broker.Config) { c.GroupConsumerMigrationPolicy = "sideways" }, "group-consumer-migration-policy"},
+		{"max size 0", func(c *broker.Config) { c.GroupConsumerMaxSize = 0 }, "group-consumer-max-size"},
+	} {
+		cfg := broker.DefaultConfig()
+		cfg.Meta = brokertest.NewMeta(t)
+		tc.change(&cfg)
+		err := cfg.Validate()
+		require.Error(t, err, tc.name)
+		require.Contains(t, err.Error(), tc.want, tc.name)
+	}
+	cfg := broker.DefaultConfig()
+	cfg.Meta = brokertest.NewMeta(t)
+	cfg.GroupConsumerAssignors = []string{"range", "org.apache.kafka.coordinator.group.assignor.UniformAssignor"}
+	cfg.GroupConsumerMigrationPolicy = "UPGRADE"
+	require.NoError(t, cfg.Validate())
+}

@@ -385,6 +385,11 @@ func (g *group) classicHeartbeatConsumer(req *kmsg.HeartbeatRequest) int16 {
 	switch {
 	case m.epoch < cg.assignmentEpoch, m.state == memberUnrevoked:
 		return codeRebalanceInProgress
+	case cg.epoch > cg.assignmentEpoch:
+		// The group moved (a member left or was fenced) and its target
+		// is computed at the next join or heartbeat of the consumer
+		// protocol: have this member rejoin, which computes it.
+		return codeRebalanceInProgress
 	case m.state == memberUnreleased:
 		for t, ps := range m.target {
 			for _, p := range ps {

@@ -199,6 +199,13 @@ func (g *group) consumerHeartbeat(ctx context.Context, req *kmsg.ConsumerGroupHe
 		} else {
 			g.becomeConsumer()
 		}
+		// Converted in memory only: if this request fails before the
+		// group is stored, read the group again from the metastore.
+		defer func() {
+			if resp.ErrorCode != 0 && g.cg != nil && g.cg.dirty {
+				g.loaded = false
+			}
+		}()
 	}
 	cg := g.cg
 	now := c.clock.Now()

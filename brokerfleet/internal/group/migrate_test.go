@@ -212,3 +212,46 @@ func TestMigrationPolicy(t *testing.T) {
 	r := h.join(joinReq("cg", h.memberID("cg", "c"), "", "c"), "c")
 	wantCode(t, "classic join to an empty consumer group", r.ErrorCode, nil)
 }
+
+// With the policy "upgrade" a consumer group left with classic members
+// only stays a consumer group, and its classic members take over what
+// the consumer members had.
+func TestClassicMembersLeftInAConsumerGroup(t *testing.T) {
+	topics := newTestTopics()
+	topics.set("t", 4)
+	h := newCGHarness(t, topics, func(o *Options) { o.MigrationPolicy = "upgrade" })
+	n := h.newMember(h.c, "g", "n", "t")
+	n.beat()
+	a := &classicSim{h: h, group: "g", id: "classic-a"}
+	jr := h.join(a.joinReq(), "classic")
+	wantCode(t, "classic join into the consumer group", jr.ErrorCode, nil)
+	a.gen = jr.Generation
+	sr := h.sync(coopSync("g", a.id, a.gen))
+	wantCode(t, "classic sync in the consumer group", sr.ErrorCode, nil)
+	a.owned = decodeOwned(t, sr.MemberAssignment)
+	step := func() {
+		for range 10 {
+			a.step()
+			if n.epoch > 0 {
+				n.beat()
+			}
+			noOverlap(t, topics, []*classicSim{a}, []*cgMember{n})
+		}
+	}
+	step()
+	if len(a.owned)+n.count() != 4 || len(a.owned) == 0 {
+		t.Fatalf("a %v, n %d", a.owned, n.count())
+	}
+	n.leave()
+	n.epoch = -1
+	for range 5 {
+		a.step()
+	}
+	if len(a.owned) != 4 {
+		t.Fatalf("the classic member owns %v after the consumer member left", a.owned)
+	}
+	if d := h.cgDescribe(h.c, "g"); d.ErrorCode != 0 || len(d.Members) != 1 || d.Members[0].MemberType != 0 {
+		t.Fatalf("still a consumer group with its classic member: %+v", d)
+	}
+	_ = kerr.RebalanceInProgress
+}

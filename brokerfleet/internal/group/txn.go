@@ -96,12 +96,24 @@ func (c *Coordinator) TxnCommit(ctx context.Context, req *kmsg.TxnOffsetCommitRe
 	}
 	defer g.mu.Unlock()
 	g.touch(nil)
-	if req.Version >= 3 && (req.Generation >= 0 || req.MemberID != "" || deref(req.InstanceID) != "") {
+	var partitionCode func(topic string, partition int32) int16
+	identified := req.Version >= 3 && (req.Generation >= 0 || req.MemberID != "" || deref(req.InstanceID) != "")
+	switch {
+	case g.cg != nil && identified:
+		// A member of a consumer-protocol group commits at its member
+		// epoch, as with OffsetCommit (no version gate: any
+		// TxnOffsetCommit version carries the epoch as generation).
+		code, pc := g.consumerCommitCheck(9, req.Generation, req.MemberID)
+		if code != 0 {
+			return setAll(code)
+		}
+		partitionCode = pc
+	case identified:
 		m, code := g.checkMember(req.MemberID, req.InstanceID)
 		if code != 0 {
 			return setAll(code)
 		}
-		if req.Generation != g.generation {
+		if !g.generationOK(m, req.Generation) {
 			return setAll(codeIllegalGeneration)
 		}
 		g.touch(m)
@@ -133,6 +145,11 @@ func (c *Coordinator) TxnCommit(ctx context.Context, req *kmsg.TxnOffsetCommitRe
 			case len(md) > c.opts.MaxMetadataBytes:
 				sp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
 				continue
+			}
+			if partitionCode != nil {
+				if sp.ErrorCode = partitionCode(rt.Topic, rp.Partition); sp.ErrorCode != 0 {
+					continue
+				}
 			}
 			leaderEpoch := rp.LeaderEpoch
 			if req.Version < 2 {

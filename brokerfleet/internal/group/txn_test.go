@@ -115,3 +115,24 @@ func TestTxnOffsetCommitFencing(t *testing.T) {
 		t.Fatalf("committed %d", got)
 	}
 }
+
+// Transactional commits to a consumer-protocol group are fenced by the
+// member epoch, and a producer outside the group needs no membership.
+func TestTxnOffsetCommitConsumerGroup(t *testing.T) {
+	topics := newTestTopics()
+	topics.set("t", 1)
+	h := newCGHarness(t, topics)
+	m := h.newMember(h.c, "g", "m", "t")
+	settle(t, m)
+	code := func(r *kmsg.TxnOffsetCommitResponse) int16 { return r.Topics[0].Partitions[0].ErrorCode }
+	wantCode(t, "at the member epoch", code(h.c.TxnCommit(h.ctx, txnCommitReq("g", "m", m.epoch, 1, 3), verified(0))), nil)
+	wantCode(t, "at a later epoch", code(h.c.TxnCommit(h.ctx, txnCommitReq("g", "m", m.epoch+1, 1, 3), verified(0))), kerr.StaleMemberEpoch)
+	wantCode(t, "unknown member", code(h.c.TxnCommit(h.ctx, txnCommitReq("g", "nobody", m.epoch, 1, 3), verified(0))), kerr.UnknownMemberID)
+	wantCode(t, "no identity", code(h.c.TxnCommit(h.ctx, txnCommitReq("g", "", -1, 2, 4), verified(0))), nil)
+	if err := h.c.CompleteTxn(h.ctx, metastore.GroupShard("g"), 1, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.committed(h.c, "g"); got != 3 {
+		t.Fatalf("committed %d after the marker, want 3", got)
+	}
+}
