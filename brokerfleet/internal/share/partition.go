@@ -31,15 +31,15 @@ type Partition struct {
 
 	mu      sync.Mutex
 	st      state
-	version int64 // of the stored state
+	version int64       // of the stored state
 	stale   atomic.Bool // the stored state moved on: reload before use
 	// Group commit: seq counts changes, durable the last stored.
 	seq, durable uint64
 	flushing     bool
 	waiters      []waiter
-	wake chan struct{} // closed and replaced when records become available
-	cfg  Config        // the group's config as of the last request
-	next time.Time     // earliest lock expiry (zero: none)
+	wake         chan struct{} // closed and replaced when records become available
+	cfg          Config        // the group's config as of the last request
+	next         time.Time     // earliest lock expiry (zero: none)
 }
 
 type waiter struct {
