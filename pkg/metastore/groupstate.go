@@ -29,6 +29,29 @@ type GroupRecord struct {
 	Type     string         `json:"type,omitempty"`
 	Classic  *ClassicGroup  `json:"classic,omitempty"`
 	Consumer *ConsumerGroup `json:"consumer,omitempty"`
+	Share    *ShareGroup    `json:"share,omitempty"`
+}
+
+// GroupTypeShare is GroupRecord.Type of a share group (KIP-932).
+const GroupTypeShare = "share"
+
+// ShareGroup is a share group's membership (KIP-932): its epoch and each
+// member's subscription and assignment. The records' state lives with
+// the partition leaders (ShareState).
+type ShareGroup struct {
+	Epoch   int32         `json:"epoch"`
+	Members []ShareMember `json:"members,omitempty"`
+}
+
+// ShareMember is a member of a share group.
+type ShareMember struct {
+	ID         string            `json:"id"`
+	RackID     string            `json:"rack,omitempty"`
+	ClientID   string            `json:"client,omitempty"`
+	ClientHost string            `json:"host,omitempty"`
+	Topics     []string          `json:"topics,omitempty"`
+	Epoch      int32             `json:"epoch"`
+	Assigned   []TopicPartitions `json:"assigned,omitempty"`
 }
 
 // GroupTypeConsumer is GroupRecord.Type of a consumer-protocol group.

@@ -189,3 +189,37 @@ func (m *Meta) AlterGroupConfigs(ctx context.Context, group string, fn func(map[
 	}
 	return fmt.Errorf("metastore: configs of group %q: too many concurrent writers: %w", group, ErrConditionFailed)
 }
+
+// ResetShareStates marks the share partition states of group that keep
+// selects as deleted (DeleteShareGroupOffsets, DeleteGroups): each is
+// rewritten uninitialized under its version, so a leader that holds it
+// fails its next write and reads it again. It returns the keys reset.
+func (m *Meta) ResetShareStates(ctx context.Context, group string, keep func(ShareKey) bool) ([]ShareKey, error) {
+	sts, err := m.ShareStates(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	var out []ShareKey
+	for k, st := range sts {
+		if keep != nil && !keep(k) {
+			continue
+		}
+		for range 10 {
+			if !st.Initialized {
+				break
+			}
+			_, err = m.StoreShareState(ctx, k, ShareState{Version: st.Version, LeaderEpoch: st.LeaderEpoch})
+			if !errors.Is(err, ErrFenced) {
+				break
+			}
+			if st, err = m.ShareState(ctx, k); err != nil {
+				break
+			}
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}

@@ -77,9 +77,11 @@ func handleDescribeConfigs(b *Broker, cc *clientConn, req *kmsg.DescribeConfigsR
 					sr.Configs = append(sr.Configs, describedConfig(req, c.name, c.value, c.doc, c.kind, source, !set, false))
 				}
 			}
+		case kmsg.ConfigResourceTypeGroupConfig:
+			describeGroupConfigs(b, req, rr, &sr, want)
 		default:
 			sr.ErrorCode = kerr.InvalidRequest.Code
-			sr.ErrorMessage = kmsg.StringPtr("only topic and broker configs can be described")
+			sr.ErrorMessage = kmsg.StringPtr("only topic, broker and group configs can be described")
 		}
 		resp.Resources = append(resp.Resources, sr)
 	}

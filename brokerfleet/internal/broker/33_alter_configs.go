@@ -48,6 +48,10 @@ func alterResource(b *Broker, t kmsg.ConfigResourceType, name string, edit func(
 		return b.admin.setTopicConfigs(ctx, name, edit, validateOnly)
 	case kmsg.ConfigResourceTypeBroker:
 		return b.admin.alterBrokerConfigs(name, edit, validateOnly)
+	case kmsg.ConfigResourceTypeGroupConfig:
+		ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)
+		defer cancel()
+		return b.groupCfg.alter(ctx, name, edit, validateOnly)
 	}
 	return coded(kerr.InvalidRequest, "resource type %v cannot be altered; only topics", t)
 }

@@ -22,7 +22,7 @@ func handleIncrementalAlterConfigs(b *Broker, cc *clientConn, req *kmsg.Incremen
 	for _, rr := range req.Resources {
 		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		isBroker := rr.ResourceType == kmsg.ConfigResourceTypeBroker
+		isBroker := rr.ResourceType == kmsg.ConfigResourceTypeBroker || rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig
 		err := alterResource(b, rr.ResourceType, rr.ResourceName, func(m map[string]string) error {
 			for _, c := range rr.Configs {
 				if isBroker {

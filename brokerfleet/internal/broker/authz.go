@@ -318,15 +318,21 @@ func authorizeOffsetFetchGroups(a access, r *kmsg.OffsetFetchRequest) (kmsg.Resp
 // configAllowed checks a config operation: topics by name, brokers as the
 // cluster.
 func (a access) configAllowed(op kmsg.ACLOperation, rt kmsg.ConfigResourceType, name string) bool {
-	if rt == kmsg.ConfigResourceTypeTopic {
+	switch rt {
+	case kmsg.ConfigResourceTypeTopic:
 		return a.can(op, resTopic, name)
+	case kmsg.ConfigResourceTypeGroupConfig:
+		return a.can(op, resGroup, name)
 	}
 	return a.cluster(op)
 }
 
 func configAuthzCode(rt kmsg.ConfigResourceType) int16 {
-	if rt == kmsg.ConfigResourceTypeTopic {
+	switch rt {
+	case kmsg.ConfigResourceTypeTopic:
 		return errTopicAuthz
+	case kmsg.ConfigResourceTypeGroupConfig:
+		return errGroupAuthz
 	}
 	return errClusterAuthz
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/stratamq/strata/brokerfleet/internal/quota"
 	"github.com/stratamq/strata/brokerfleet/internal/replication"
 	"github.com/stratamq/strata/brokerfleet/internal/security"
+	"github.com/stratamq/strata/brokerfleet/internal/share"
 	"github.com/stratamq/strata/brokerfleet/internal/tier"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
 	"github.com/stratamq/strata/brokerfleet/internal/txn"
@@ -54,6 +55,8 @@ type Broker struct {
 	tier     *tier.Manager    // nil without an object store
 	cleaner  *cleaner.Cleaner // nil when Config.Cleaner.Threads is 0
 	coord    *group.Coordinator
+	groupCfg *groupConfigs    // per-group configs (GROUP resources)
+	shares   *share.Manager   // share partitions led here (KIP-932)
 	txn      *txn.Coordinator // the transaction coordinator
 	peers    *peers           // requests to other brokers (markers, verification)
 	metrics  *metrics.Broker
@@ -173,6 +176,9 @@ func New(cfg Config) (*Broker, error) {
 		cancel()
 		return nil, err
 	}
+	b.groupCfg = newGroupConfigs(cfg.Meta, share.DefaultConfig())
+	b.shares = share.New(share.Options{Meta: cfg.Meta, Clock: cfg.Clock, Log: b.log, MaxLocks: cfg.ShareMaxRecordLocks,
+		FlushDelay: cfg.ShareFlushDelay, DeadLetters: b.shareDeadLetters})
 	b.coord = group.New(group.Options{
 		Meta: cfg.Meta, Valid: b.cat.LeaseValid, PartitionExists: b.partitionExists,
 		MinSessionTimeout: cfg.GroupMinSessionTimeout, MaxSessionTimeout: cfg.GroupMaxSessionTimeout,
@@ -181,7 +187,7 @@ func New(cfg Config) (*Broker, error) {
 		Topics: b.topicView, MaxSize: cfg.GroupMaxSize,
 		ConsumerSessionTimeout: cfg.GroupConsumerSessionTimeout, ConsumerHeartbeatInterval: cfg.GroupConsumerHeartbeatInterval,
 		ConsumerMaxSize: cfg.GroupConsumerMaxSize, ConsumerAssignors: cfg.GroupConsumerAssignors,
-		MigrationPolicy: cfg.GroupConsumerMigrationPolicy,
+		MigrationPolicy: cfg.GroupConsumerMigrationPolicy, ShareConfig: b.groupCfg.share,
 	})
 	b.peers = newPeers(cfg.Security.Dialer(cfg.DialPeer, cfg.NodeID), cfg.NodeID)
 	b.txn = txn.New(txn.Options{
@@ -307,6 +313,7 @@ func (b *Broker) topicRemoved(t metastore.Topic) {
 	if err := b.coord.ForgetTopic(ctx, t.Name, t.ID); err != nil && b.ctx.Err() == nil {
 		b.log.Warn("delete committed offsets of a deleted topic", "topic", t.Name, "err", err)
 	}
+	b.shares.Forget(func(k metastore.ShareKey) bool { return k.Topic != t.ID })
 }
 
 // partitionExists reports whether a topic partition exists (for commits).
@@ -458,6 +465,7 @@ func (b *Broker) Close() error {
 		b.tier.Wait()
 	}
 	b.coord.Close()
+	b.shares.Close()
 	b.txn.Close()
 	b.peers.close()
 	b.follower.Stop()

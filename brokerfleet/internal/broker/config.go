@@ -153,6 +153,13 @@ type Config struct {
 	// (group.consumer.migration.policy): bidirectional, upgrade,
 	// downgrade or disabled.
 	GroupConsumerMigrationPolicy string
+	// ShareMaxRecordLocks bounds the in-flight records of one share
+	// partition (group.share.partition.max.record.locks); 0 means 2000.
+	ShareMaxRecordLocks int
+	// ShareFlushDelay is how long a share partition's state write waits
+	// to gather the acknowledgements of concurrent requests (0: none
+	// beyond the write in flight).
+	ShareFlushDelay time.Duration
 	// OffsetsRetention is how long committed offsets are kept once their
 	// group is empty (of a group without members: after each commit);
 	// Kafka's offsets.retention.minutes, 7 days.

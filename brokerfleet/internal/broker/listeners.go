@@ -75,6 +75,18 @@ func (b *Broker) rewriteEndpoints(cc *clientConn, p *pending) {
 				br.Host, br.Port, ok = addr(br.NodeID)
 				return ok
 			})
+		case *kmsg.ShareFetchResponse:
+			filter(&r.NodeEndpoints, func(br *kmsg.ShareFetchResponseNodeEndpoint) bool {
+				var ok bool
+				br.Host, br.Port, ok = addr(br.NodeID)
+				return ok
+			})
+		case *kmsg.ShareAcknowledgeResponse:
+			filter(&r.NodeEndpoints, func(br *kmsg.ShareAcknowledgeResponseNodeEndpoint) bool {
+				var ok bool
+				br.Host, br.Port, ok = addr(br.NodeID)
+				return ok
+			})
 		}
 	}
 	amend(p, fix)

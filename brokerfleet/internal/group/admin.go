@@ -32,6 +32,16 @@ func (c *Coordinator) Describe(ctx context.Context, req *kmsg.DescribeGroupsRequ
 			resp.Groups = append(resp.Groups, dg)
 			continue
 		}
+		if g.sg != nil {
+			dg.State, dg.ProtocolType = "Dead", "share"
+			if req.Version >= 6 {
+				dg.ErrorCode = kerr.GroupIDNotFound.Code
+				dg.ErrorMessage = kmsg.StringPtr("Group " + name + " is not a classic group.")
+			}
+			g.mu.Unlock()
+			resp.Groups = append(resp.Groups, dg)
+			continue
+		}
 		if g.cg != nil {
 			// Kafka describes a consumer-protocol group as Dead here (v6+
 			// would add GROUP_ID_NOT_FOUND): ConsumerGroupDescribe
@@ -132,8 +142,11 @@ func (c *Coordinator) List(ctx context.Context, req *kmsg.ListGroupsRequest) *km
 				}
 			}
 			typ := "classic"
-			if gi.Type == metastore.GroupTypeConsumer {
+			switch gi.Type {
+			case metastore.GroupTypeConsumer:
 				typ = "consumer"
+			case metastore.GroupTypeShare:
+				typ = "share"
 			}
 			add(gi.Group, gi.ProtocolType, "Empty", typ)
 		}
@@ -168,9 +181,19 @@ func (c *Coordinator) deleteGroup(ctx context.Context, name string) int16 {
 	}
 	dctx, cancel := context.WithTimeout(ctx, metaTimeout)
 	defer cancel()
+	if g.sg != nil {
+		if _, err := c.opts.Meta.ResetShareStates(dctx, name, nil); err != nil {
+			c.log.Warn("delete share group state", "group", name, "err", err)
+			return codeCoordinatorNotAvailable
+		}
+	}
 	if err := c.opts.Meta.DeleteGroup(dctx, name); err != nil {
 		c.log.Warn("delete group", "group", name, "err", err)
 		return codeCoordinatorNotAvailable
+	}
+	if g.sg != nil {
+		g.sg = nil
+		g.protocolType = ""
 	}
 	clear(g.offsets)
 	g.indexed, g.info = false, metastore.GroupInfo{}

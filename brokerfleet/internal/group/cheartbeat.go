@@ -102,6 +102,9 @@ func (c *Coordinator) ConsumerHeartbeat(ctx context.Context, req *kmsg.ConsumerG
 	}
 	defer g.mu.Unlock()
 	g.touch(nil)
+	if g.sg != nil {
+		return fail(kerr.GroupIDNotFound.Code, fmt.Sprintf("Group %s is not a consumer group.", g.name))
+	}
 	if req.MemberEpoch < 0 {
 		return g.consumerLeave(ctx, req, resp)
 	}

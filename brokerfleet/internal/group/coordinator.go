@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/stratamq/strata/brokerfleet/internal/group/assign"
+	"github.com/stratamq/strata/brokerfleet/internal/share"
 	"github.com/stratamq/strata/pkg/clock"
 	"github.com/stratamq/strata/pkg/metastore"
 )
@@ -84,6 +85,10 @@ type Options struct {
 	// the first the default (group.consumer.assignors). Empty means
 	// uniform, range. Names must be built-in (assign.ByName).
 	ConsumerAssignors []string
+	// ShareConfig returns a share group's configuration (its session
+	// timeout and heartbeat interval here); nil means the defaults. It
+	// runs with the group's mu held and must not block for long.
+	ShareConfig func(group string) share.Config
 	// MigrationPolicy says which online migrations between the classic
 	// and the consumer protocol groups with members may make
 	// (group.consumer.migration.policy): "bidirectional" (default),
@@ -457,6 +462,9 @@ func (c *Coordinator) Snapshots() []Snapshot {
 			s := Snapshot{Group: g.name, Type: g.typeName(), State: g.stateName(), Members: g.memberCount(), Epoch: g.generation}
 			if g.cg != nil {
 				s.Epoch = g.cg.epoch
+			}
+			if g.sg != nil {
+				s.Epoch = g.sg.epoch
 			}
 			for _, o := range g.offsets {
 				s.Offsets = append(s.Offsets, o)

@@ -101,7 +101,9 @@ type group struct {
 	fence int64
 	// cg is set while the group is a consumer-protocol group (KIP-848);
 	// the classic fields are then unused.
-	cg           *consumerGroup
+	cg *consumerGroup
+	// sg is set while the group is a share group (KIP-932).
+	sg           *shareGroup
 	protocolType string
 	protocol     string
 	leader       string
@@ -175,6 +177,8 @@ func (g *group) load(ctx context.Context) error {
 	}
 	if rec.Type == metastore.GroupTypeConsumer && rec.Consumer != nil {
 		g.loadConsumer(rec.Consumer, now)
+	} else if rec.Type == metastore.GroupTypeShare && rec.Share != nil {
+		g.loadShare(rec.Share, now)
 	} else if rec.Classic != nil {
 		g.loadClassic(rec.Classic, now)
 	}
@@ -213,6 +217,7 @@ func (g *group) answerParked(code int16) {
 func (g *group) resetMembership() {
 	g.answerParked(codeNotCoordinator)
 	g.cg = nil
+	g.sg = nil
 	g.state = stateEmpty
 	g.generation = 0
 	g.leader, g.protocol = "", ""
@@ -226,6 +231,9 @@ func (g *group) resetMembership() {
 func (g *group) memberCount() int {
 	if g.cg != nil {
 		return len(g.cg.members)
+	}
+	if g.sg != nil {
+		return len(g.sg.members)
 	}
 	return len(g.members)
 }
@@ -242,6 +250,9 @@ func (g *group) typeName() string {
 	if g.cg != nil {
 		return "consumer"
 	}
+	if g.sg != nil {
+		return "share"
+	}
 	return "classic"
 }
 
@@ -252,6 +263,9 @@ func (g *group) stateName() string {
 	}
 	if g.cg != nil {
 		return g.cg.stateName()
+	}
+	if g.sg != nil {
+		return g.sg.stateName()
 	}
 	return stateNames[g.state]
 }
@@ -567,6 +581,10 @@ func (g *group) tick(now time.Time) {
 	}
 	if g.cg != nil {
 		g.tickConsumer(now)
+		return
+	}
+	if g.sg != nil {
+		g.tickShare(now)
 		return
 	}
 	for id, exp := range g.pending {

@@ -46,6 +46,9 @@ func (c *Coordinator) Join(ctx context.Context, req *kmsg.JoinGroupRequest, clie
 	}
 	defer g.mu.Unlock()
 	g.touch(nil)
+	if g.sg != nil {
+		return now(codeInconsistentProtocol, req.MemberID)
+	}
 	if g.cg != nil {
 		if len(g.cg.members) > 0 {
 			resp := g.classicJoinConsumer(req, clientID, clientHost, session, rebalance)

@@ -317,6 +317,9 @@ func (g *group) wantInfo(now time.Time) metastore.GroupInfo {
 	if g.cg != nil {
 		gi.Type = metastore.GroupTypeConsumer
 	}
+	if g.sg != nil {
+		gi.Type = metastore.GroupTypeShare
+	}
 	if g.protocolType != "" && g.state == stateEmpty && g.memberCount() == 0 {
 		gi.EmptySince = g.emptySince.UnixMilli()
 	}

@@ -142,6 +142,9 @@ func (p *Partition) Ack(member string, batches []AckBatch, renew bool, cfg Confi
 	if p.stale.Load() {
 		return 0, ErrFenced
 	}
+	if len(batches) == 0 {
+		return 0, nil
+	}
 	if code := p.st.validateAcks(member, batches, renew); code != 0 {
 		return code, nil
 	}

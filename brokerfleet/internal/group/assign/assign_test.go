@@ -249,3 +249,54 @@ func TestByName(t *testing.T) {
 		t.Fatal("ByName")
 	}
 }
+
+func TestSimpleShareAssignor(t *testing.T) {
+	t1 := metastore.TopicID{1}
+	spec := func(members, parts int) Spec {
+		s := Spec{Topics: map[metastore.TopicID]Topic{t1: {ID: t1, Name: "t", Partitions: int32(parts)}}}
+		for i := range members {
+			s.Members = append(s.Members, Member{ID: string(rune('a' + i)), Topics: []metastore.TopicID{t1}})
+		}
+		return s
+	}
+	// More members than partitions: every member has one, partitions shared.
+	out := Simple{}.Assign(spec(8, 1))
+	for id, a := range out {
+		if len(a[t1]) != 1 || a[t1][0] != 0 {
+			t.Fatalf("member %s of 8 on one partition: %v", id, a)
+		}
+	}
+	// Fewer: each partition to exactly one member, all covered.
+	out = Simple{}.Assign(spec(3, 7))
+	seen := map[int32]int{}
+	for _, a := range out {
+		if n := len(a[t1]); n < 2 || n > 3 {
+			t.Fatalf("uneven: %v", out)
+		}
+		for _, p := range a[t1] {
+			seen[p]++
+		}
+	}
+	if len(seen) != 7 {
+		t.Fatalf("partitions covered: %v", seen)
+	}
+	for p, n := range seen {
+		if n != 1 {
+			t.Fatalf("partition %d given %d times", p, n)
+		}
+	}
+	// 4 members, 3 partitions: all work, every partition covered.
+	out = Simple{}.Assign(spec(4, 3))
+	seen = map[int32]int{}
+	for id, a := range out {
+		if len(a[t1]) == 0 {
+			t.Fatalf("member %s idle: %v", id, out)
+		}
+		for _, p := range a[t1] {
+			seen[p]++
+		}
+	}
+	if len(seen) != 3 {
+		t.Fatalf("partitions covered: %v", seen)
+	}
+}
