@@ -55,10 +55,11 @@ type Broker struct {
 	tier     *tier.Manager    // nil without an object store
 	cleaner  *cleaner.Cleaner // nil when Config.Cleaner.Threads is 0
 	coord    *group.Coordinator
-	groupCfg *groupConfigs    // per-group configs (GROUP resources)
-	shares   *share.Manager   // share partitions led here (KIP-932)
-	txn      *txn.Coordinator // the transaction coordinator
-	peers    *peers           // requests to other brokers (markers, verification)
+	groupCfg *groupConfigs             // per-group configs (GROUP resources)
+	shares   *share.Manager            // share partitions led here (KIP-932)
+	dlq      atomic.Pointer[dlqWriter] // copies share dead letters (sharedlq.go)
+	txn      *txn.Coordinator          // the transaction coordinator
+	peers    *peers                    // requests to other brokers (markers, verification)
 	metrics  *metrics.Broker
 	registry *schemaregistry.Registry
 	admin    *admin
@@ -227,6 +228,7 @@ func New(cfg Config) (*Broker, error) {
 	b.quotas = quota.New(quota.Options{Clock: cfg.Clock})
 	b.reloadQuotas(ctx)
 	b.admin = &admin{cfg: &b.cfg, ctx: ctx, log: b.log, meta: cfg.Meta, cat: b.cat, defaults: defaults, tier: b.tier, clock: cfg.Clock}
+	b.dlq.Store(newDLQWriter(b))
 	m.Collect(metricsSource{b})
 	m.CollectTransactions(metricsSource{b})
 	if err := b.cat.Reconcile(ctx); err != nil {

@@ -144,6 +144,8 @@ func describeGroupConfigs(b *Broker, req *kmsg.DescribeConfigsRequest, rr kmsg.D
 		switch name {
 		case share.CfgAutoReset, share.CfgIsolation, share.CfgDeadLetter:
 			kind = kmsg.ConfigTypeString
+		case share.CfgDeadLetterOn:
+			kind = kmsg.ConfigTypeBoolean
 		}
 		sr.Configs = append(sr.Configs, describedConfig(req, name, eff.Value(name), "share group config (KIP-932)", kind, source, !set, false))
 	}

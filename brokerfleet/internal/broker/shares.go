@@ -174,4 +174,8 @@ func (b *Broker) shareRelease(ctx context.Context, s *catalog.Snapshot, group, m
 
 // shareDeadLetters receives records archived by a reject or the
 // delivery limit.
-func (b *Broker) shareDeadLetters(key metastore.ShareKey, dead []share.Archived) {}
+func (b *Broker) shareDeadLetters(key metastore.ShareKey, dead []share.Archived) {
+	if w := b.dlq.Load(); w != nil {
+		w.add(key, dead)
+	}
+}

@@ -20,9 +20,27 @@ type Config struct {
 	ReadCommitted     bool          // share.isolation.level
 	SessionTimeout    time.Duration // share.session.timeout.ms
 	HeartbeatInterval time.Duration // share.heartbeat.interval.ms
-	// DeadLetterTopic is errors.deadletterqueue.topic.name (KIP-1191);
-	// "" leaves archived records in place.
+	// DeadLetterTopic is errors.deadletterqueue.topic.name (KIP-1191):
+	// archived records are copied there. It must start with "dlq."
+	// (Kafka's errors.deadletterqueue.topic.name.prefix) or end with
+	// ".dlq" (Strata's convention), so a group cannot make the broker
+	// write into an arbitrary topic.
 	DeadLetterTopic string
+	// DeadLetters is errors.deadletterqueue.enable (Strata's): copy
+	// archived records to <topic>.dlq unless DeadLetterTopic names
+	// another topic.
+	DeadLetters bool
+}
+
+// DeadLetterTopicFor is where archived records of origin go, or "".
+func (c Config) DeadLetterTopicFor(origin string) string {
+	switch {
+	case c.DeadLetterTopic != "":
+		return c.DeadLetterTopic
+	case c.DeadLetters:
+		return origin + ".dlq"
+	}
+	return ""
 }
 
 // DefaultConfig is Kafka's defaults.
@@ -40,11 +58,12 @@ const (
 	CfgSession       = "share.session.timeout.ms"
 	CfgHeartbeat     = "share.heartbeat.interval.ms"
 	CfgDeadLetter    = "errors.deadletterqueue.topic.name"
+	CfgDeadLetterOn  = "errors.deadletterqueue.enable"
 )
 
 // ConfigNames lists the group configs, sorted.
 func ConfigNames() []string {
-	n := []string{CfgLockDuration, CfgDeliveryLimit, CfgAutoReset, CfgIsolation, CfgSession, CfgHeartbeat, CfgDeadLetter}
+	n := []string{CfgLockDuration, CfgDeliveryLimit, CfgAutoReset, CfgIsolation, CfgSession, CfgHeartbeat, CfgDeadLetter, CfgDeadLetterOn}
 	slices.Sort(n)
 	return n
 }
@@ -86,6 +105,8 @@ func (c Config) Value(name string) string {
 		return strconv.FormatInt(c.HeartbeatInterval.Milliseconds(), 10)
 	case CfgDeadLetter:
 		return c.DeadLetterTopic
+	case CfgDeadLetterOn:
+		return strconv.FormatBool(c.DeadLetters)
 	}
 	return ""
 }
@@ -148,7 +169,16 @@ func (c *Config) set(name, v string) error {
 			return fmt.Errorf("%s must be read_committed or read_uncommitted", name)
 		}
 	case CfgDeadLetter:
+		if v != "" && !strings.HasPrefix(v, "dlq.") && !strings.HasSuffix(v, ".dlq") {
+			return fmt.Errorf("%s must start with \"dlq.\" or end with \".dlq\"", name)
+		}
 		c.DeadLetterTopic = v
+	case CfgDeadLetterOn:
+		b, perr := strconv.ParseBool(v)
+		if perr != nil {
+			return fmt.Errorf("%s must be true or false", name)
+		}
+		c.DeadLetters = b
 	default:
 		return fmt.Errorf("unknown group config %s", name)
 	}

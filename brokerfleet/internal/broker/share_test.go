@@ -1,0 +1,397 @@
+package broker_test
+
+// Share groups (KIP-932) with franz-go's share consumer: jobs of uneven
+// length on one partition spread over eight consumers (against a classic
+// group on the same topic), a consumer that vanishes while holding
+// records, a record that always fails going to the dead-letter topic,
+// the protocol's errors for bad input, and leader failover during
+// acknowledgements.
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stratamq/strata/brokerfleet/internal/brokertest"
+	"github.com/stratamq/strata/pkg/retry"
+)
+
+// setGroupConfigs sets group configs with IncrementalAlterConfigs on the
+// GROUP resource.
+func setGroupConfigs(t *testing.T, cl *kgo.Client, group string, kvs ...string) {
+	t.Helper()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	for i := 0; i < len(kvs); i += 2 {
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Value = kvs[i], kmsg.StringPtr(kvs[i+1])
+		res.Configs = append(res.Configs, c)
+	}
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(context.Background(), cl)
+	require.NoError(t, err)
+	for _, r := range resp.Resources {
+		require.NoError(t, kerr.ErrorForCode(r.ErrorCode), "group configs of %s", group)
+	}
+}
+
+// produceKeys produces n records keyed 0..n-1 to one partition.
+func produceKeys(t *testing.T, cl *kgo.Client, topic string, n int) {
+	t.Helper()
+	for i := range n {
+		cl.Produce(context.Background(), &kgo.Record{Topic: topic, Key: []byte(strconv.Itoa(i)), Value: []byte("job")}, nil)
+	}
+	require.NoError(t, cl.Flush(context.Background()))
+}
+
+// shareStart is the group's share start offset of partition 0.
+func shareStart(t *testing.T, cl *kgo.Client, group, topic string) int64 {
+	req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+	rg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+	rg.GroupID = group
+	rt := kmsg.NewDescribeShareGroupOffsetsRequestGroupTopic()
+	rt.Topic, rt.Partitions = topic, []int32{0}
+	rg.Topics = append(rg.Topics, rt)
+	req.Groups = append(req.Groups, rg)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil || len(resp.Groups) != 1 || len(resp.Groups[0].Topics) != 1 || len(resp.Groups[0].Topics[0].Partitions) != 1 {
+		return -2
+	}
+	return resp.Groups[0].Topics[0].Partitions[0].StartOffset
+}
+
+// jobTime is how long record key takes to handle: 1-100 ms, fixed per key
+// so the share and the classic run do the same work.
+func jobTime(key int) time.Duration {
+	r := rand.New(rand.NewPCG(uint64(key), 42))
+	return time.Duration(1+r.IntN(100)) * time.Millisecond
+}
+
+func TestShareGroupUnevenJobs(t *testing.T) {
+	const n, consumers = 300, 8
+	b := brokertest.Start(t)
+	admin := brokertest.Client(t, b.Addr)
+	brokertest.CreateTopic(t, b.Addr, "jobs", 1, nil)
+	produceKeys(t, admin, "jobs", n)
+	var total time.Duration
+	for k := range n {
+		total += jobTime(k)
+	}
+
+	// Share group: eight consumers on one partition, two records at a time.
+	setGroupConfigs(t, admin, "workers", "share.auto.offset.reset", "earliest")
+	var mu sync.Mutex
+	accepted := map[int]int{}
+	perConsumer := make([]int, consumers)
+	done := make(chan struct{})
+	var once sync.Once
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for c := range consumers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl := brokertest.Client(t, b.Addr, kgo.ShareGroup("workers"), kgo.ConsumeTopics("jobs"), kgo.ShareMaxRecords(2),
+				kgo.FetchMaxWait(200*time.Millisecond))
+			defer cl.Close()
+			for ctx.Err() == nil {
+				fs := cl.PollRecords(ctx, 2)
+				for _, r := range fs.Records() {
+					k, _ := strconv.Atoi(string(r.Key))
+					time.Sleep(jobTime(k))
+					r.Ack(kgo.AckAccept)
+					mu.Lock()
+					accepted[k]++
+					perConsumer[c]++
+					if len(accepted) == n {
+						once.Do(func() { close(done) })
+					}
+					mu.Unlock()
+				}
+				if len(fs.Records()) > 0 {
+					fctx, fcancel := context.WithTimeout(context.Background(), 10*time.Second)
+					_ = cl.FlushAcks(fctx)
+					fcancel()
+				}
+			}
+		}()
+	}
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		mu.Lock()
+		t.Fatalf("share group handled %d of %d records", len(accepted), n)
+	}
+	shareTook := time.Since(start)
+	waitFor(t, "every acknowledgement stored (share start offset at the end)", func() bool { return shareStart(t, admin, "workers", "jobs") == n })
+	cancel()
+	wg.Wait()
+	mu.Lock()
+	for k := range n {
+		require.Equal(t, 1, accepted[k], "record %d acknowledged %d times", k, accepted[k])
+	}
+	for c, got := range perConsumer {
+		require.Greater(t, got*100, n*5, "consumer %d handled %d of %d records (at most 5%%)", c, got, n)
+	}
+	mu.Unlock()
+
+	// Classic group: eight members, one partition: one of them works.
+	var classicDone atomic.Int64
+	cdone := make(chan struct{})
+	var conce sync.Once
+	cctx, ccancel := context.WithCancel(context.Background())
+	defer ccancel()
+	start = time.Now()
+	var cwg sync.WaitGroup
+	for range consumers {
+		cwg.Add(1)
+		go func() {
+			defer cwg.Done()
+			cl := brokertest.Client(t, b.Addr, kgo.ConsumerGroup("classic-workers"), kgo.ConsumeTopics("jobs"),
+				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+			defer cl.Close()
+			for cctx.Err() == nil {
+				fs := cl.PollRecords(cctx, 2)
+				for _, r := range fs.Records() {
+					k, _ := strconv.Atoi(string(r.Key))
+					time.Sleep(jobTime(k))
+					if classicDone.Add(1) >= n {
+						conce.Do(func() { close(cdone) })
+					}
+				}
+			}
+		}()
+	}
+	select {
+	case <-cdone:
+	case <-time.After(90 * time.Second):
+		t.Fatalf("classic group handled %d of %d records", classicDone.Load(), n)
+	}
+	classicTook := time.Since(start)
+	ccancel()
+	cwg.Wait()
+	t.Logf("%d jobs of 1-100 ms (%v of work) on one partition: share group of %d %v (per consumer %v), classic group %v: %.1fx faster",
+		n, total.Round(time.Millisecond), consumers, shareTook.Round(time.Millisecond), perConsumer, classicTook.Round(time.Millisecond),
+		float64(classicTook)/float64(shareTook))
+}
+
+// shareFetchRaw is one ShareFetch of a member's session on broker 0.
+func shareFetchRaw(t *testing.T, cl *kgo.Client, req *kmsg.ShareFetchRequest) *kmsg.ShareFetchResponse {
+	t.Helper()
+	resp, err := req.RequestWith(context.Background(), cl.Broker(0))
+	require.NoError(t, err)
+	return resp
+}
+
+// rawMember joins group as a share member and returns its id and the
+// topic's id.
+func shareRawMember(t *testing.T, cl *kgo.Client, group, topic string) (string, [16]byte) {
+	t.Helper()
+	member := "raw-" + strconv.Itoa(rand.IntN(1<<30))
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.GroupID, hb.MemberID, hb.MemberEpoch, hb.SubscribedTopicNames = group, member, 0, []string{topic}
+	resp, err := hb.RequestWith(context.Background(), cl)
+	require.NoError(t, err)
+	require.NoError(t, kerr.ErrorForCode(resp.ErrorCode))
+	require.NotNil(t, resp.Assignment)
+	require.Len(t, resp.Assignment.TopicPartitions, 1)
+	return member, resp.Assignment.TopicPartitions[0].TopicID
+}
+
+func shareFetchReq(group, member string, epoch int32, topicID [16]byte, acks ...kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch) *kmsg.ShareFetchRequest {
+	req := kmsg.NewPtrShareFetchRequest()
+	req.GroupID, req.MemberID, req.ShareSessionEpoch = kmsg.StringPtr(group), kmsg.StringPtr(member), epoch
+	req.MaxWaitMillis, req.MaxBytes, req.MaxRecords = 500, 1<<20, 100
+	rt := kmsg.NewShareFetchRequestTopic()
+	rt.TopicID = topicID
+	rp := kmsg.NewShareFetchRequestTopicPartition()
+	rp.Partition, rp.PartitionMaxBytes, rp.AcknowledgementBatches = 0, 1<<20, acks
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
+// A member that vanishes (its connection closes, no final ShareAcknowledge,
+// as after kill -9) keeps its records until their locks expire; then
+// another member gets them with the delivery count raised, none lost.
+func TestShareGroupVanishedMemberRedelivered(t *testing.T) {
+	const n = 20
+	b := brokertest.Start(t)
+	admin := brokertest.Client(t, b.Addr)
+	brokertest.CreateTopic(t, b.Addr, "held", 1, nil)
+	produceKeys(t, admin, "held", n)
+	setGroupConfigs(t, admin, "holders", "share.auto.offset.reset", "earliest", "share.record.lock.duration.ms", "2000")
+
+	raw := brokertest.Client(t, b.Addr)
+	member, tid := shareRawMember(t, raw, "holders", "held")
+	resp := shareFetchRaw(t, raw, shareFetchReq("holders", member, 0, tid))
+	require.NoError(t, kerr.ErrorForCode(resp.ErrorCode))
+	require.EqualValues(t, 2000, resp.AcquisitionLockTimeoutMillis)
+	acquiredAt := time.Now()
+	var held int64
+	for _, tp := range resp.Topics {
+		for _, p := range tp.Partitions {
+			for _, ar := range p.AcquiredRecords {
+				require.EqualValues(t, 1, ar.DeliveryCount)
+				held += ar.LastOffset - ar.FirstOffset + 1
+			}
+		}
+	}
+	require.EqualValues(t, n, held, "the first member acquired every record")
+	raw.Close() // vanishes holding them
+
+	cl := brokertest.Client(t, b.Addr, kgo.ShareGroup("holders"), kgo.ConsumeTopics("held"), kgo.FetchMaxWait(200*time.Millisecond))
+	got := map[int]int32{}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for len(got) < n && ctx.Err() == nil {
+		for _, r := range cl.PollFetches(ctx).Records() {
+			k, _ := strconv.Atoi(string(r.Key))
+			if _, dup := got[k]; !dup {
+				got[k] = r.DeliveryCount()
+			}
+			// The broker never releases a lock early.
+			require.GreaterOrEqual(t, time.Since(acquiredAt), 2*time.Second, "record %d redelivered before its lock expired", k)
+			r.Ack(kgo.AckAccept)
+		}
+	}
+	require.Len(t, got, n, "records lost")
+	for k, dc := range got {
+		require.EqualValues(t, 2, dc, "record %d: delivery count", k)
+	}
+}
+
+// A record that always fails is archived after exactly
+// share.delivery.count.limit deliveries and lands in <topic>.dlq with
+// Strata's dead-letter headers; the others are acknowledged.
+func TestShareGroupPoisonRecordDeadLettered(t *testing.T) {
+	const n, limit = 10, 3
+	b := brokertest.Start(t)
+	admin := brokertest.Client(t, b.Addr)
+	brokertest.CreateTopic(t, b.Addr, "orders", 1, nil)
+	produceKeys(t, admin, "orders", n)
+	setGroupConfigs(t, admin, "order-workers", "share.auto.offset.reset", "earliest",
+		"share.delivery.count.limit", strconv.Itoa(limit), "errors.deadletterqueue.enable", "true")
+
+	cl := brokertest.Client(t, b.Addr, kgo.ShareGroup("order-workers"), kgo.ConsumeTopics("orders"), kgo.FetchMaxWait(200*time.Millisecond))
+	deliveries := 0
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for shareStart(t, admin, "order-workers", "orders") < n && ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		for _, r := range fs.Records() {
+			if string(r.Key) == "4" {
+				deliveries++
+				require.LessOrEqual(t, r.DeliveryCount(), int32(limit))
+				r.Ack(kgo.AckRelease) // it always fails
+				continue
+			}
+			r.Ack(kgo.AckAccept)
+		}
+		if len(fs.Records()) > 0 {
+			require.NoError(t, cl.FlushAcks(ctx))
+		}
+	}
+	require.Equal(t, limit, deliveries, "deliveries of the failing record")
+
+	dlq := brokertest.Client(t, b.Addr, kgo.ConsumeTopics("orders.dlq"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(200*time.Millisecond))
+	var letter *kgo.Record
+	for letter == nil && ctx.Err() == nil {
+		for _, r := range dlq.PollFetches(ctx).Records() {
+			letter = r
+		}
+	}
+	require.NotNil(t, letter, "no dead letter")
+	require.Equal(t, "4", string(letter.Key))
+	require.Equal(t, "job", string(letter.Value))
+	st, ok, err := retry.Parse(letter.Headers)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, limit, st.Attempts)
+	require.Equal(t, "orders", st.OriginTopic)
+	require.EqualValues(t, 0, st.OriginPartition)
+	require.EqualValues(t, 4, st.OriginOffset)
+	require.NoError(t, st.CheckOrigin("orders.dlq"))
+	require.Contains(t, st.LastError, "share.delivery.count.limit")
+}
+
+// Bad input gets Kafka's error codes.
+func TestShareGroupBadInput(t *testing.T) {
+	b := brokertest.Start(t)
+	admin := brokertest.Client(t, b.Addr)
+	brokertest.CreateTopic(t, b.Addr, "bad", 1, nil)
+	produceKeys(t, admin, "bad", 5)
+	setGroupConfigs(t, admin, "bad-group", "share.auto.offset.reset", "earliest")
+	code := func(resp *kmsg.ShareFetchResponse) int16 { return resp.ErrorCode }
+	ackCode := func(resp *kmsg.ShareFetchResponse) int16 { return resp.Topics[0].Partitions[0].AcknowledgeErrorCode }
+
+	// Heartbeats.
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.GroupID, hb.MemberID, hb.MemberEpoch = "bad-group", "m", 0
+	resp, err := hb.RequestWith(context.Background(), admin)
+	require.NoError(t, err)
+	require.Equal(t, kerr.InvalidRequest.Code, resp.ErrorCode, "a join without a subscription")
+	hb.MemberEpoch, hb.SubscribedTopicNames = 3, []string{"bad"}
+	resp, err = hb.RequestWith(context.Background(), admin)
+	require.NoError(t, err)
+	require.Equal(t, kerr.GroupIDNotFound.Code, resp.ErrorCode, "a heartbeat to a group that does not exist")
+	a, tid := shareRawMember(t, admin, "bad-group", "bad")
+	hb.MemberID, hb.MemberEpoch = "stranger", 1
+	resp, _ = hb.RequestWith(context.Background(), admin)
+	require.Equal(t, kerr.UnknownMemberID.Code, resp.ErrorCode)
+	hb.MemberID, hb.MemberEpoch = a, 99
+	resp, _ = hb.RequestWith(context.Background(), admin)
+	require.Equal(t, kerr.FencedMemberEpoch.Code, resp.ErrorCode)
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "bad", Partition: 0, At: 1, LeaderEpoch: -1})
+	_, err = kadm.NewClient(admin).CommitOffsets(context.Background(), "classic-one", offs)
+	require.NoError(t, err)
+	hb.GroupID, hb.MemberID, hb.MemberEpoch = "classic-one", "x", 0
+	resp, _ = hb.RequestWith(context.Background(), admin)
+	require.Equal(t, kerr.GroupIDNotFound.Code, resp.ErrorCode, "a share heartbeat to a classic group")
+
+	// Sessions.
+	require.Equal(t, kerr.ShareSessionNotFound.Code, code(shareFetchRaw(t, admin, shareFetchReq("bad-group", a, 1, tid))))
+	first := shareFetchRaw(t, admin, shareFetchReq("bad-group", a, 0, tid))
+	require.Zero(t, first.ErrorCode)
+	require.Len(t, first.Topics[0].Partitions[0].AcquiredRecords, 1)
+	require.Equal(t, kerr.InvalidShareSessionEpoch.Code, code(shareFetchRaw(t, admin, shareFetchReq("bad-group", a, 5, tid))))
+	accept := func(f, l int64) kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch {
+		return kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{FirstOffset: f, LastOffset: l, AcknowledgeTypes: []int8{1}}
+	}
+	require.Equal(t, kerr.InvalidRequest.Code, code(shareFetchRaw(t, admin, shareFetchReq("bad-group", a, 0, tid, accept(0, 0)))),
+		"acknowledgements opening a session")
+
+	// Acknowledgements: another member's records, overlapping ranges.
+	other, _ := shareRawMember(t, admin, "bad-group", "bad")
+	o0 := shareFetchRaw(t, admin, shareFetchReq("bad-group", other, 0, tid))
+	require.Zero(t, o0.ErrorCode)
+	require.Equal(t, kerr.InvalidRecordState.Code, ackCode(shareFetchRaw(t, admin, shareFetchReq("bad-group", other, 1, tid, accept(0, 0)))),
+		"acknowledging another member's record")
+	require.Equal(t, kerr.InvalidRequest.Code, ackCode(shareFetchRaw(t, admin, shareFetchReq("bad-group", a, 1, tid, accept(0, 2), accept(1, 3)))),
+		"overlapping acknowledgement batches")
+	ok := shareFetchRaw(t, admin, shareFetchReq("bad-group", a, 2, tid, accept(0, 4)))
+	require.Zero(t, ok.ErrorCode)
+	require.Zero(t, ackCode(ok))
+
+	// ShareAcknowledge cannot open a session.
+	ack := kmsg.NewPtrShareAcknowledgeRequest()
+	ack.GroupID, ack.MemberID, ack.ShareSessionEpoch = kmsg.StringPtr("bad-group"), kmsg.StringPtr(a), 0
+	aresp, err := ack.RequestWith(context.Background(), admin.Broker(0))
+	require.NoError(t, err)
+	require.Equal(t, kerr.InvalidShareSessionEpoch.Code, aresp.ErrorCode)
+}
