@@ -9,6 +9,8 @@ package broker_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -394,4 +396,94 @@ func TestShareGroupBadInput(t *testing.T) {
 	aresp, err := ack.RequestWith(context.Background(), admin.Broker(0))
 	require.NoError(t, err)
 	require.Equal(t, kerr.InvalidShareSessionEpoch.Code, aresp.ErrorCode)
+}
+
+// The partition's leader shuts down while consumers acknowledge: the new
+// leader continues from the stored state, so a record whose
+// acknowledgement was answered is never delivered again, and every record
+// is acknowledged.
+func TestShareGroupLeaderFailover(t *testing.T) {
+	const n, consumers = 1000, 3
+	bs := startClusterWith(t, 3)
+	addrs := []string{bs[0].Addr, bs[1].Addr, bs[2].Addr}
+	admin := brokertest.Client(t, bs[0].Addr, kgo.SeedBrokers(addrs...))
+	brokertest.CreateTopicRF(t, bs[0].Addr, "failover", 1, 3, nil)
+	produceKeys(t, admin, "failover", n)
+	setGroupConfigs(t, admin, "failover-workers", "share.auto.offset.reset", "earliest", "share.record.lock.duration.ms", "3000")
+
+	var mu sync.Mutex
+	confirmed := map[int]bool{} // acknowledged, and the broker said so
+	accepted := map[int]bool{}
+	var violations []string
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range consumers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var failed atomic.Bool // an acknowledgement of this round was refused or not delivered
+			cl := brokertest.Client(t, bs[0].Addr, kgo.SeedBrokers(addrs...), kgo.ShareGroup("failover-workers"),
+				kgo.ConsumeTopics("failover"), kgo.ShareMaxRecords(20), kgo.FetchMaxWait(200*time.Millisecond),
+				kgo.ShareAckCallback(func(_ *kgo.Client, rs kgo.ShareAckResults) {
+					if !rs.Ok() {
+						failed.Store(true)
+					}
+				}))
+			defer cl.Close()
+			for ctx.Err() == nil {
+				recs := cl.PollRecords(ctx, 20).Records()
+				var keys []int
+				for _, r := range recs {
+					k, _ := strconv.Atoi(string(r.Key))
+					mu.Lock()
+					if confirmed[k] {
+						violations = append(violations, fmt.Sprintf("record %d delivered again (count %d) after its acknowledgement was answered", k, r.DeliveryCount()))
+					}
+					mu.Unlock()
+					time.Sleep(time.Millisecond)
+					r.Ack(kgo.AckAccept)
+					keys = append(keys, k)
+				}
+				if len(keys) == 0 {
+					continue
+				}
+				failed.Store(false)
+				fctx, fcancel := context.WithTimeout(ctx, 10*time.Second)
+				err := cl.FlushAcks(fctx)
+				fcancel()
+				if failed.Load() {
+					err = errors.New("an acknowledgement failed")
+				}
+				mu.Lock()
+				for _, k := range keys {
+					accepted[k] = true
+					if err == nil {
+						confirmed[k] = true
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	count := func(m map[int]bool) int { mu.Lock(); defer mu.Unlock(); return len(m) }
+	waitFor(t, "a third acknowledged", func() bool { return count(confirmed) >= n/3 })
+	md, err := kadm.NewClient(admin).Metadata(ctx, "failover")
+	require.NoError(t, err)
+	leader := md.Topics["failover"].Partitions[0].Leader
+	for _, b := range bs {
+		if b.Cfg.NodeID == leader {
+			require.NoError(t, b.Broker.Close())
+		}
+	}
+	t.Logf("closed leader %d after %d acknowledged", leader, count(confirmed))
+	for count(accepted) < n && ctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	require.Empty(t, violations)
+	require.Len(t, accepted, n, "records never acknowledged")
 }
