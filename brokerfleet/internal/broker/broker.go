@@ -619,3 +619,8 @@ func (b *Broker) clusterBrokers(s *catalog.Snapshot) []metastore.Broker {
 	slices.SortFunc(out, func(x, y metastore.Broker) int { return int(x.ID) - int(y.ID) })
 	return out
 }
+
+// ShareStats returns the share state writes this broker made to the
+// metastore and the offsets acknowledged to it (for the cost per 1,000
+// acknowledged records).
+func (b *Broker) ShareStats() (writes, acked int64) { return b.shares.Writes(), b.shares.Acked() }

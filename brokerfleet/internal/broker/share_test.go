@@ -139,6 +139,8 @@ func TestShareGroupUnevenJobs(t *testing.T) {
 	}
 	shareTook := time.Since(start)
 	waitFor(t, "every acknowledgement stored (share start offset at the end)", func() bool { return shareStart(t, admin, "workers", "jobs") == n })
+	writes, acked := b.ShareStats()
+	t.Logf("share state writes: %d for %d acknowledged records (%.0f per 1,000; acknowledgements of 2 records from 8 consumers)", writes, acked, float64(writes)*1000/float64(acked))
 	cancel()
 	wg.Wait()
 	mu.Lock()
@@ -486,4 +488,42 @@ func TestShareGroupLeaderFailover(t *testing.T) {
 	defer mu.Unlock()
 	require.Empty(t, violations)
 	require.Len(t, accepted, n, "records never acknowledged")
+}
+
+// The metastore cost of acknowledgements: consumers acknowledging whole
+// polls cost a handful of writes per 1,000 records (group commit); the
+// bound is loose, the number is logged.
+func TestShareGroupWritesPerThousandAcks(t *testing.T) {
+	const n, consumers = 5000, 4
+	b := brokertest.Start(t)
+	admin := brokertest.Client(t, b.Addr)
+	brokertest.CreateTopic(t, b.Addr, "bulk", 1, nil)
+	for i := range n {
+		admin.Produce(context.Background(), &kgo.Record{Topic: "bulk", Value: []byte(strconv.Itoa(i))}, nil)
+	}
+	require.NoError(t, admin.Flush(context.Background()))
+	setGroupConfigs(t, admin, "bulk-workers", "share.auto.offset.reset", "earliest")
+	var got atomic.Int64
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range consumers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl := brokertest.Client(t, b.Addr, kgo.ShareGroup("bulk-workers"), kgo.ConsumeTopics("bulk"), kgo.FetchMaxWait(200*time.Millisecond))
+			defer cl.Close()
+			for ctx.Err() == nil && shareStart(t, admin, "bulk-workers", "bulk") < n {
+				pctx, pcancel := context.WithTimeout(ctx, time.Second)
+				got.Add(int64(len(cl.PollFetches(pctx).Records()))) // the next poll accepts them
+				pcancel()
+			}
+		}()
+	}
+	wg.Wait()
+	require.EqualValues(t, n, shareStart(t, admin, "bulk-workers", "bulk"), "not every record acknowledged")
+	writes, acked := b.ShareStats()
+	perK := float64(writes) * 1000 / float64(acked)
+	t.Logf("share state writes: %d for %d acknowledged records (%.1f per 1,000), %d deliveries", writes, acked, perK, got.Load())
+	require.Less(t, perK, 100.0)
 }
