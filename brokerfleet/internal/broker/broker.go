@@ -231,6 +231,7 @@ func New(cfg Config) (*Broker, error) {
 	b.dlq.Store(newDLQWriter(b))
 	m.Collect(metricsSource{b})
 	m.CollectTransactions(metricsSource{b})
+	m.CollectShares(metricsSource{b})
 	if err := b.cat.Reconcile(ctx); err != nil {
 		cancel()
 		b.coord.Close()

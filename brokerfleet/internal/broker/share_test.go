@@ -256,6 +256,11 @@ func TestShareGroupVanishedMemberRedelivered(t *testing.T) {
 	}
 	require.EqualValues(t, n, held, "the first member acquired every record")
 	raw.Close() // vanishes holding them
+	backlog := func(name string) float64 {
+		return sum(gather(t, b.Gatherer()), name, map[string]string{"group": "holders", "topic": "held", "partition": "0"})
+	}
+	require.EqualValues(t, n, backlog("strata_share_records_acquired"), "backlog while held")
+	require.EqualValues(t, 0, backlog("strata_share_records_available"), "backlog while held")
 
 	cl := brokertest.Client(t, b.Addr, kgo.ShareGroup("holders"), kgo.ConsumeTopics("held"), kgo.FetchMaxWait(200*time.Millisecond))
 	got := map[int]int32{}
@@ -276,6 +281,9 @@ func TestShareGroupVanishedMemberRedelivered(t *testing.T) {
 	for k, dc := range got {
 		require.EqualValues(t, 2, dc, "record %d: delivery count", k)
 	}
+	waitFor(t, "backlog empty", func() bool {
+		return backlog("strata_share_records_acquired") == 0 && backlog("strata_share_records_available") == 0
+	})
 }
 
 // A record that always fails is archived after exactly
@@ -310,6 +318,7 @@ func TestShareGroupPoisonRecordDeadLettered(t *testing.T) {
 		}
 	}
 	require.Equal(t, limit, deliveries, "deliveries of the failing record")
+	require.EqualValues(t, 0, sum(gather(t, b.Gatherer()), "strata_share_records_available", map[string]string{"group": "order-workers"}))
 
 	dlq := brokertest.Client(t, b.Addr, kgo.ConsumeTopics("orders.dlq"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(200*time.Millisecond))

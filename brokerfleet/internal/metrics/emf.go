@@ -39,6 +39,8 @@ var emfMetrics = []emfMetric{
 	{Name: "ProduceBytes", Unit: "Bytes"},
 	{Name: "FetchBytes", Unit: "Bytes"},
 	{Name: "S3UploadLagSeconds", Unit: "Seconds"},
+	{Name: "ShareRecordsAvailable", Unit: "Count"},
+	{Name: "ShareOldestAvailableAgeSeconds", Unit: "Seconds"},
 }
 
 type emfMetric struct {
@@ -72,6 +74,10 @@ type emfLine struct {
 	ProduceBytes              float64 `json:"ProduceBytes"`
 	FetchBytes                float64 `json:"FetchBytes"`
 	S3UploadLagSeconds        float64 `json:"S3UploadLagSeconds"`
+	// Over the share partitions this broker leads: records available
+	// (summed) and the oldest available record's age (the largest).
+	ShareRecordsAvailable          float64 `json:"ShareRecordsAvailable"`
+	ShareOldestAvailableAgeSeconds float64 `json:"ShareOldestAvailableAgeSeconds"`
 }
 
 // EMF renders EMF lines from a registry. The counters (errors, bytes) are
@@ -128,6 +134,10 @@ func (e *EMF) Line(now time.Time) ([]byte, error) {
 				l.OfflinePartitions += v
 			case "strata_under_min_isr_partitions":
 				l.UnderMinIsrPartitions += v
+			case "strata_share_records_available":
+				l.ShareRecordsAvailable += v
+			case "strata_share_oldest_available_age_seconds":
+				l.ShareOldestAvailableAgeSeconds = max(l.ShareOldestAvailableAgeSeconds, v)
 			case "strata_tier_upload_lag_seconds":
 				l.S3UploadLagSeconds = max(l.S3UploadLagSeconds, v)
 			case "strata_produce_bytes_total":

@@ -62,6 +62,8 @@ func TestEMFLine(t *testing.T) {
 		map[string]any{"Name": "ProduceBytes", "Unit": "Bytes"},
 		map[string]any{"Name": "FetchBytes", "Unit": "Bytes"},
 		map[string]any{"Name": "S3UploadLagSeconds", "Unit": "Seconds"},
+		map[string]any{"Name": "ShareRecordsAvailable", "Unit": "Count"},
+		map[string]any{"Name": "ShareOldestAvailableAgeSeconds", "Unit": "Seconds"},
 	}, directive["Metrics"])
 	// Every metric named in the directive has a value at the top level,
 	// as does the dimension.
@@ -69,7 +71,7 @@ func TestEMFLine(t *testing.T) {
 	want := map[string]float64{
 		"MaxConsumerGroupLag": 42, "UnderReplicatedPartitions": 2, "OfflinePartitions": 1,
 		"UnderMinIsrPartitions": 1, "ProduceErrors": 4, "ProduceBytes": 1024, "FetchBytes": 500,
-		"S3UploadLagSeconds": 12.5,
+		"S3UploadLagSeconds": 12.5, "ShareRecordsAvailable": 0, "ShareOldestAvailableAgeSeconds": 0,
 	}
 	for name, v := range want {
 		require.Equal(t, v, doc[name], name)

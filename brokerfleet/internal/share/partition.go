@@ -67,6 +67,20 @@ func (p *Partition) Stats() Stats {
 	return Stats{Start: p.st.start, End: p.st.end, Available: a, Acquired: q, Archived: r}
 }
 
+// Backlog is Stats with the records past the window up to hw counted
+// available, and the first available offset (-1: none).
+func (p *Partition) Backlog(hw int64) (st Stats, first int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a, q, r := p.st.counts()
+	st = Stats{Start: p.st.start, End: p.st.end, Available: a + int(max(hw-p.st.end, 0)), Acquired: q, Archived: r}
+	first = p.st.firstAvailable()
+	if first >= hw {
+		first = -1
+	}
+	return st, first
+}
+
 // Wake returns a channel closed when records may have become available
 // (acknowledged, released, expired).
 func (p *Partition) Wake() <-chan struct{} {
