@@ -179,7 +179,7 @@ func New(cfg Config) (*Broker, error) {
 	}
 	b.groupCfg = newGroupConfigs(cfg.Meta, share.DefaultConfig())
 	b.shares = share.New(share.Options{Meta: cfg.Meta, Clock: cfg.Clock, Log: b.log, MaxLocks: cfg.ShareMaxRecordLocks,
-		FlushDelay: cfg.ShareFlushDelay, DeadLetters: b.shareDeadLetters})
+		FlushDelay: cfg.ShareFlushDelay, DeadLetters: b.shareDeadLetters, Leads: b.leadsShare})
 	b.coord = group.New(group.Options{
 		Meta: cfg.Meta, Valid: b.cat.LeaseValid, PartitionExists: b.partitionExists,
 		MinSessionTimeout: cfg.GroupMinSessionTimeout, MaxSessionTimeout: cfg.GroupMaxSessionTimeout,
@@ -625,3 +625,15 @@ func (b *Broker) clusterBrokers(s *catalog.Snapshot) []metastore.Broker {
 // metastore and the offsets acknowledged to it (for the cost per 1,000
 // acknowledged records).
 func (b *Broker) ShareStats() (writes, acked int64) { return b.shares.Writes(), b.shares.Acked() }
+
+// leadsShare reports whether this broker leads a share partition's topic
+// partition under epoch.
+func (b *Broker) leadsShare(k metastore.ShareKey, epoch int32) bool {
+	s := b.cat.Snapshot()
+	t := s.TopicByID(k.Topic)
+	if t == nil {
+		return false
+	}
+	p, code := leaderOf(s, t.Meta.Name, k.Partition)
+	return code == 0 && p.LeaderEpoch() == epoch
+}

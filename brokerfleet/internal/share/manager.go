@@ -43,6 +43,10 @@ type Options struct {
 	// the delivery limit. It runs under the partition's lock and must
 	// not block.
 	DeadLetters func(metastore.ShareKey, []Archived)
+	// Leads, if set, reports whether this broker still leads a share
+	// partition's topic partition under epoch; the expiry loop drops
+	// those it no longer leads (their state is stored).
+	Leads func(k metastore.ShareKey, epoch int32) bool
 }
 
 // Manager holds the share partitions this broker leads.
@@ -264,6 +268,11 @@ func (m *Manager) run() {
 		}
 		now := m.opts.Clock.Now()
 		for _, p := range m.Loaded() {
+			if m.opts.Leads != nil && !m.opts.Leads(p.key, p.leaderEpoch) {
+				p.markStale()
+				m.drop(p)
+				continue
+			}
 			p.expire(now)
 		}
 		m.Sessions.evictIdle()
