@@ -305,6 +305,8 @@ func groupsDescribe(ctx context.Context, args []string, stdout, stderr io.Writer
 				// answers as Dead.
 				if cd, ok := describeConsumer(ctx, adm, name); ok {
 					d = cd
+				} else if sd, ok := describeShare(ctx, adm, name); ok {
+					d = sd
 				}
 			}
 			if d.Error != "" {
@@ -408,6 +410,9 @@ func printDescribed(w io.Writer, d describedGroupJSON) error {
 	}
 	if d.Type == "consumer" {
 		return printDescribedConsumer(w, d)
+	}
+	if d.Type == "share" {
+		return printDescribedShare(w, d)
 	}
 	fmt.Fprintf(w, "group %s: state %s, protocol %s, coordinator %d at %s, %d member(s), total lag %s\n",
 		d.Group, d.State, protocol, d.Coordinator.NodeID,

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/stratamq/strata/brokerfleet/internal/brokertest"
 )
@@ -637,3 +638,62 @@ func TestGroupsFlagErrors(t *testing.T) {
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// A share group is described with its members and, per partition, its
+// share start offset and backlog.
+func TestGroupsDescribeShare(t *testing.T) {
+	t.Parallel()
+	e := newGroupsEnv(t)
+	e.createTopic("tasks", 1)
+	e.produce("tasks", 0, 10, nil)
+	alter := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "crew"
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	c.Name, c.Value = "share.auto.offset.reset", kmsg.StringPtr("earliest")
+	res.Configs = append(res.Configs, c)
+	alter.Resources = append(alter.Resources, res)
+	_, err := alter.RequestWith(e.ctx, e.producer)
+	require.NoError(t, err)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(e.bootstrap, ",")...), kgo.ShareGroup("crew"), kgo.ConsumeTopics("tasks"),
+		kgo.ClientID("groupscmd-share"))
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	got := 0
+	for got < 4 {
+		recs := cl.PollRecords(e.ctx, 4-got).Records()
+		for _, r := range recs {
+			r.Ack(kgo.AckAccept)
+		}
+		got += len(recs)
+	}
+	require.NoError(t, cl.FlushAcks(e.ctx))
+
+	var g describedGroupJSON
+	require.Eventually(t, func() bool {
+		code, out, _ := e.groups("describe", "crew", "-json")
+		var doc struct {
+			Groups []describedGroupJSON `json:"groups"`
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &doc) != nil || len(doc.Groups) != 1 {
+			return false
+		}
+		g = doc.Groups[0]
+		return len(g.Partitions) == 1 && g.Partitions[0].CurrentOffset != nil && *g.Partitions[0].CurrentOffset >= 4
+	}, 20*time.Second, 100*time.Millisecond)
+	require.Equal(t, "share", g.Type)
+	require.Equal(t, "Stable", g.State)
+	require.Equal(t, "simple", g.Assignor)
+	require.Len(t, g.Members, 1)
+	require.Equal(t, "groupscmd-share", g.Members[0].ClientID)
+	require.Equal(t, []topicPartitionJSON{{Topic: "tasks", Partitions: []int32{0}}}, g.Members[0].Assigned)
+	p := g.Partitions[0]
+	require.EqualValues(t, 10, *p.LogEndOffset)
+	require.NotNil(t, p.Lag)
+	require.EqualValues(t, 10-*p.CurrentOffset, *p.Lag, "backlog past the start")
+
+	code, out, errOut := e.groups("describe", "crew")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "share group")
+	require.Contains(t, out, "START-OFFSET")
+}
