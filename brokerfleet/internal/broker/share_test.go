@@ -413,14 +413,41 @@ func TestShareGroupBadInput(t *testing.T) {
 // leader continues from the stored state, so a record whose
 // acknowledgement was answered is never delivered again, and every record
 // is acknowledged.
-func TestShareGroupLeaderFailover(t *testing.T) {
+func TestShareGroupLeaderFailover(t *testing.T) { testShareFailover(t, false) }
+
+// The group's coordinator shuts down instead: its shard moves, the
+// membership is read from the metastore, members keep their
+// assignments, and the same holds.
+func TestShareGroupCoordinatorFailover(t *testing.T) { testShareFailover(t, true) }
+
+func testShareFailover(t *testing.T, coordinator bool) {
 	const n, consumers = 1000, 3
 	bs := startClusterWith(t, 3)
 	addrs := []string{bs[0].Addr, bs[1].Addr, bs[2].Addr}
 	admin := brokertest.Client(t, bs[0].Addr, kgo.SeedBrokers(addrs...))
 	brokertest.CreateTopicRF(t, bs[0].Addr, "failover", 1, 3, nil)
 	produceKeys(t, admin, "failover", n)
-	setGroupConfigs(t, admin, "failover-workers", "share.auto.offset.reset", "earliest", "share.record.lock.duration.ms", "3000")
+	md, err := kadm.NewClient(admin).Metadata(context.Background(), "failover")
+	require.NoError(t, err)
+	leader := md.Topics["failover"].Partitions[0].Leader
+	group, victim, what := "failover-workers", leader, "partition leader"
+	if coordinator {
+		// A group coordinated by another broker than the leader (the
+		// controller spreads the shards over the brokers as they join).
+		waitFor(t, "a group coordinated away from the leader", func() bool {
+			for i := range 64 {
+				g := fmt.Sprintf("failover-workers-%d", i)
+				c, ok := kadm.NewClient(admin).FindGroupCoordinators(context.Background(), g)[g]
+				if ok && c.Err == nil && c.NodeID != leader {
+					group, victim, what = g, c.NodeID, "group coordinator"
+					return true
+				}
+			}
+			time.Sleep(200 * time.Millisecond)
+			return false
+		})
+	}
+	setGroupConfigs(t, admin, group, "share.auto.offset.reset", "earliest", "share.record.lock.duration.ms", "3000")
 
 	var mu sync.Mutex
 	confirmed := map[int]bool{} // acknowledged, and the broker said so
@@ -434,7 +461,7 @@ func TestShareGroupLeaderFailover(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			var failed atomic.Bool // an acknowledgement of this round was refused or not delivered
-			cl := brokertest.Client(t, bs[0].Addr, kgo.SeedBrokers(addrs...), kgo.ShareGroup("failover-workers"),
+			cl := brokertest.Client(t, bs[0].Addr, kgo.SeedBrokers(addrs...), kgo.ShareGroup(group),
 				kgo.ConsumeTopics("failover"), kgo.ShareMaxRecords(20), kgo.FetchMaxWait(200*time.Millisecond),
 				kgo.ShareAckCallback(func(_ *kgo.Client, rs kgo.ShareAckResults) {
 					if !rs.Ok() {
@@ -479,15 +506,12 @@ func TestShareGroupLeaderFailover(t *testing.T) {
 	}
 	count := func(m map[int]bool) int { mu.Lock(); defer mu.Unlock(); return len(m) }
 	waitFor(t, "a third acknowledged", func() bool { return count(confirmed) >= n/3 })
-	md, err := kadm.NewClient(admin).Metadata(ctx, "failover")
-	require.NoError(t, err)
-	leader := md.Topics["failover"].Partitions[0].Leader
 	for _, b := range bs {
-		if b.Cfg.NodeID == leader {
+		if b.Cfg.NodeID == victim {
 			require.NoError(t, b.Broker.Close())
 		}
 	}
-	t.Logf("closed leader %d after %d acknowledged", leader, count(confirmed))
+	t.Logf("closed broker %d (the %s; leader %d) after %d acknowledged", victim, what, leader, count(confirmed))
 	for count(accepted) < n && ctx.Err() == nil {
 		time.Sleep(50 * time.Millisecond)
 	}
