@@ -46,6 +46,7 @@ func runTrigger(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.BoolVar(&cfg.Bisect, "bisect", cfg.Bisect, "split a failing batch in halves to isolate failing records")
 	fs.IntVar(&cfg.Policy.MaxAttempts, "max-attempts", cfg.Policy.MaxAttempts, "failed deliveries before a record goes to <topic>.dlq")
 	fs.StringVar(&cfg.EventSourceARN, "event-source-arn", "", "eventSourceArn in the payload")
+	fs.BoolVar(&cfg.Queue, "queue", false, "queue mode: read through the share group -group and acknowledge per record from the function's batchItemFailures")
 	if err := parseFlags(fs, args, stderr, false); err != nil {
 		return err
 	}

@@ -32,6 +32,7 @@
 //	STRATA_IDLE             return after this long without records (default 0: run to the deadline)
 //	STRATA_MARGIN           stop this long before the invocation's deadline (default 10s)
 //	STRATA_LAMBDA_ENDPOINT  Lambda API endpoint override (default: AWS's)
+//	STRATA_QUEUE            queue mode: a share group, acknowledged per record (default false; queue.go)
 //
 // and, to reach secured brokers, package kafkaauth's STRATA_TLS_CA_SECRET_ARN,
 // STRATA_SASL_SECRET_ARN (secrets read at cold start) and friends.
@@ -67,6 +68,11 @@ type Config struct {
 	Bisect         bool          // split failing batches in halves
 	Policy         retry.Policy  // where failed records go next
 	Idle           time.Duration // Run returns after this long without records; 0: never
+	// Queue reads through a share group named Group and acknowledges
+	// per record from the function's partial batch response (queue.go);
+	// Retries and Bisect do not apply, Policy.MaxAttempts bounds the
+	// deliveries of a record.
+	Queue bool
 }
 
 // DefaultConfig is AWS's defaults: batches of 100, a 500 ms window, the
@@ -124,6 +130,11 @@ func New(cfg Config, inv kafkaevent.Invoker, opts ...kgo.Opt) (*Trigger, error) 
 	t := &Trigger{cfg: cfg, inv: inv}
 	kopts := append(retry.GroupOpts(cfg.Group, cfg.Topics...), kgo.SeedBrokers(cfg.Bootstrap...),
 		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { t.assigned.Store(time.Now().UnixNano()) }))
+	if cfg.Queue {
+		kopts = append(queueOpts(cfg), kgo.SeedBrokers(cfg.Bootstrap...), kgo.RecordPartitioner(retry.Partitioner()),
+			kgo.FetchMaxWait(500*time.Millisecond))
+		t.assigned.Store(time.Now().UnixNano()) // a share group has no assignment callbacks: idle counts from now
+	}
 	cl, err := kgo.NewClient(append(kopts, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("trigger: client: %w", err)
@@ -147,6 +158,9 @@ func (t *Trigger) Close() { t.cl.Close() }
 // It first creates missing retry and dead-letter topics with as many
 // partitions as their origin (best effort, see retry.EnsureTopics).
 func (t *Trigger) Run(ctx context.Context) (Stats, error) {
+	if t.cfg.Queue {
+		return t.runQueue(ctx)
+	}
 	_ = retry.EnsureTopics(ctx, t.cl, t.cfg.Topics...)
 	var lastRecord time.Time
 	for ctx.Err() == nil {
@@ -173,6 +187,29 @@ func (t *Trigger) Run(ctx context.Context) (Stats, error) {
 		if err != nil {
 			if ctx.Err() != nil {
 				break // stopped mid-batch: it is delivered again next run
+			}
+			return t.stats, err
+		}
+	}
+	return t.stats, nil
+}
+
+// runQueue is Run in queue mode: no commits, every record acknowledged.
+func (t *Trigger) runQueue(ctx context.Context) (Stats, error) {
+	var lastRecord time.Time
+	for ctx.Err() == nil {
+		batch := t.collect(ctx, t.idleSince(lastRecord))
+		if len(batch) == 0 {
+			if since := t.idleSince(lastRecord); t.cfg.Idle > 0 && !since.IsZero() && time.Since(since) >= t.cfg.Idle {
+				break
+			}
+			continue
+		}
+		lastRecord = time.Now()
+		t.stats.Records += len(batch)
+		if err := t.deliverQueue(ctx, batch); err != nil {
+			if ctx.Err() != nil {
+				break // unacknowledged records come back after their locks
 			}
 			return t.stats, err
 		}

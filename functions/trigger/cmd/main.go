@@ -33,6 +33,7 @@ func main() {
 	env.String(&cfg.EventSourceARN, "STRATA_EVENT_SOURCE_ARN")
 	env.Duration(&cfg.Idle, "STRATA_IDLE")
 	env.Duration(&margin, "STRATA_MARGIN")
+	env.Bool(&cfg.Queue, "STRATA_QUEUE")
 	env.String(&endpoint, "STRATA_LAMBDA_ENDPOINT")
 	err := env.Err
 	if err == nil {
