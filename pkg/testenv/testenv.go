@@ -56,6 +56,10 @@ var (
 		Name: "dynalite", Install: "npm ci --prefix localstack",
 		Suites: "pkg/metastore/dynamo (the conformance suite on a second DynamoDB implementation)",
 	}
+	Platformatic = Tool{
+		Name: "@platformatic/kafka", Install: "npm ci --prefix brokerfleet/internal/interop/testdata/platformatic",
+		Suites: "brokerfleet/internal/interop (TestPlatformatic: an independent Node.js Kafka client)",
+	}
 	CDK = Tool{
 		Name: "the AWS CDK CLI", Install: "npm ci --prefix infra",
 		Suites: "infra/stack (TestCDKSynth, in make infra-test)",
@@ -63,7 +67,7 @@ var (
 )
 
 // Tools is every tool above, in the order the README lists them.
-var Tools = []Tool{Kcat, Chromium, PostgreSQL, ClickHouse, Node, Dynalite, CDK}
+var Tools = []Tool{Kcat, Chromium, PostgreSQL, ClickHouse, Node, Dynalite, Platformatic, CDK}
 
 // RequireAll reports whether RequireAllEnv is set, so a missing tool is a
 // failure.
