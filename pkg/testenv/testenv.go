@@ -48,6 +48,10 @@ var (
 		Name: "ClickHouse (clickhouse-server)", Install: "apt-get install -y clickhouse-server",
 		Suites: "e2e/orders (analytics; or set STRATA_CLICKHOUSE_URL)",
 	}
+	Promtool = Tool{
+		Name: "promtool (Prometheus)", Programs: []string{"promtool"}, Install: "apt-get install -y prometheus",
+		Suites: "brokerfleet (the alerting rules and dashboard of infra/observability)",
+	}
 	Node = Tool{
 		Name: "Node.js (node, npm)", Programs: []string{"node"}, Install: "apt-get install -y nodejs npm",
 		Suites: "pkg/metastore/dynamo (dynalite), infra/stack (the CDK CLI)",
@@ -67,7 +71,7 @@ var (
 )
 
 // Tools is every tool above, in the order the README lists them.
-var Tools = []Tool{Kcat, Chromium, PostgreSQL, ClickHouse, Node, Dynalite, Platformatic, CDK}
+var Tools = []Tool{Kcat, Chromium, PostgreSQL, ClickHouse, Promtool, Node, Dynalite, Platformatic, CDK}
 
 // RequireAll reports whether RequireAllEnv is set, so a missing tool is a
 // failure.
