@@ -86,6 +86,9 @@ func brokerFlags(fs *flag.FlagSet, cfg *broker.Config, listen *string, logLevel 
 	fs.DurationVar(&cfg.GroupMaxSessionTimeout, "group-max-session-timeout", cfg.GroupMaxSessionTimeout, "longest session timeout a consumer group member may ask for (group.max.session.timeout.ms)")
 	fs.DurationVar(&cfg.GroupInitialRebalanceDelay, "group-initial-rebalance-delay", cfg.GroupInitialRebalanceDelay, "how long the first rebalance of an empty group waits for more members (group.initial.rebalance.delay.ms)")
 	fs.DurationVar(&cfg.OffsetsRetention, "offsets-retention", cfg.OffsetsRetention, "how long committed offsets are kept once their group is empty (offsets.retention.minutes; for commits without a group, after each commit)")
+	fs.Func("offsets-topic-partitions", "keep a copy of committed offsets in the __consumer_offsets topic (Kafka's record format) with this many partitions, for tools that read it such as Burrow (Kafka's offsets.topic.num.partitions is 50); 0: no such topic (default 0)", func(s string) error {
+		return parseInt32(s, &cfg.OffsetsTopicPartitions)
+	})
 	fs.DurationVar(&cfg.TierInterval, "tier-interval", cfg.TierInterval, "how often a leader uploads closed segments to the S3 tier and applies retention there")
 	fs.DurationVar(&cfg.ObjectFlushInterval, "object-flush-interval", cfg.ObjectFlushInterval, "strata.durability=object: the least time between two flushes to S3 (caps PUTs at one per interval per broker; acks=all waits for the flush)")
 	fs.DurationVar(&cfg.GroupStatsInterval, "group-stats-interval", cfg.GroupStatsInterval, "how often the consumer group metrics (lag, committed offsets, members) are refreshed in the background; a scrape reads the last refresh")

@@ -51,6 +51,7 @@ type Broker struct {
 	follower *replication.Follower
 	tier     *tier.Manager // nil without an object store
 	coord    *group.Coordinator
+	offsets  *offsetsTopic // the __consumer_offsets copy of commits (off unless OffsetsTopicPartitions)
 	metrics  *metrics.Broker
 	registry *schemaregistry.Registry
 	admin    *admin
@@ -162,11 +163,12 @@ func New(cfg Config) (*Broker, error) {
 		cancel()
 		return nil, err
 	}
+	b.offsets = &offsetsTopic{b: b}
 	b.coord = group.New(group.Options{
 		Meta: cfg.Meta, Valid: b.cat.LeaseValid, PartitionExists: b.partitionExists,
 		MinSessionTimeout: cfg.GroupMinSessionTimeout, MaxSessionTimeout: cfg.GroupMaxSessionTimeout,
 		InitialRebalanceDelay: cfg.GroupInitialRebalanceDelay, Clock: cfg.Clock, Logger: b.log,
-		OffsetsRetention: cfg.OffsetsRetention, TopicID: b.topicID,
+		OffsetsRetention: cfg.OffsetsRetention, TopicID: b.topicID, Committed: b.offsets.committed,
 	})
 	if cfg.Objects != nil {
 		b.tier = tier.NewManager(tier.ManagerOptions{
@@ -209,6 +211,9 @@ func New(cfg Config) (*Broker, error) {
 	b.run(b.watch)
 	b.run(b.maintain)
 	b.run(b.refreshGroupStats)
+	if cfg.OffsetsTopicPartitions > 0 {
+		b.run(b.offsets.run)
+	}
 	b.run(b.ctrl.Run)
 	b.run(func(ctx context.Context) {
 		replication.MaintainISR(ctx, replication.ISROptions{
