@@ -212,7 +212,7 @@ func New(cfg Config) (*Broker, error) {
 	b.run(b.maintain)
 	b.run(b.refreshGroupStats)
 	if cfg.OffsetsTopicPartitions > 0 {
-		b.run(b.offsets.run)
+		b.run(b.offsets.create)
 	}
 	b.run(b.ctrl.Run)
 	b.run(func(ctx context.Context) {

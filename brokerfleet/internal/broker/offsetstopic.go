@@ -5,13 +5,14 @@ package broker
 // controller lease creates the topic once enough brokers are live for its
 // replication factor, and every broker publishes the commits of the
 // groups it coordinates through a Kafka client of the cluster (over the
-// inter-broker listener, as the broker). The metastore stays the only
-// truth; nothing reads the topic back.
+// inter-broker listener, as the broker), made at the first commit after
+// the topic is in its view. The metastore stays the only truth; nothing
+// reads the topic back.
 
 import (
 	"context"
 	"errors"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -22,22 +23,35 @@ import (
 
 // offsetsTopic publishes commits once the topic exists.
 type offsetsTopic struct {
-	b    *Broker
-	feed atomic.Pointer[offsetlog.Feed] // nil until the topic exists here
+	b *Broker
+	// mu guards feed, made once (nil until the topic is in this broker's
+	// view and a commit came). Taken under a group's lock; it never waits
+	// on anything but the client's construction, which does no I/O.
+	mu   sync.Mutex
+	feed *offsetlog.Feed
 }
 
 // committed is the coordinator's hook: it runs after offsets are stored,
 // with the group's lock held, and never blocks.
 func (o *offsetsTopic) committed(group string, offs []metastore.Offset) {
-	o.feed.Load().Committed(group, offs)
+	if o.b.cfg.OffsetsTopicPartitions <= 0 {
+		return
+	}
+	o.mu.Lock()
+	if o.feed == nil && o.exists() {
+		o.feed = o.newFeed()
+	}
+	f := o.feed
+	o.mu.Unlock()
+	f.Committed(group, offs)
 }
 
 // exists reports whether this broker's view has the topic.
 func (o *offsetsTopic) exists() bool { return o.b.cat.Snapshot().Topic(offsetlog.Topic) != nil }
 
-// run creates the topic (on the controller) and starts the feed once the
-// topic is in this broker's view.
-func (o *offsetsTopic) run(ctx context.Context) {
+// create makes the topic: on the controller, once enough brokers are live
+// for the default replication factor, until it is in this broker's view.
+func (o *offsetsTopic) create(ctx context.Context) {
 	b := o.b
 	t := b.clock.NewTicker(time.Second)
 	defer t.Stop()
@@ -45,7 +59,6 @@ func (o *offsetsTopic) run(ctx context.Context) {
 		s := b.cat.Snapshot()
 		switch {
 		case s.Topic(offsetlog.Topic) != nil:
-			o.start(ctx)
 			return
 		case b.controlling.Load() && len(b.clusterBrokers(s)) >= int(b.cfg.DefaultReplicationFactor):
 			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -63,8 +76,9 @@ func (o *offsetsTopic) run(ctx context.Context) {
 	}
 }
 
-// start makes the feed's client, closed with the broker.
-func (o *offsetsTopic) start(ctx context.Context) {
+// newFeed makes the feed and its client, closed with the broker; nil
+// (publishing nothing) if the client cannot be made.
+func (o *offsetsTopic) newFeed() *offsetlog.Feed {
 	b := o.b
 	var seeds []string
 	for _, br := range b.clusterBrokers(b.cat.Snapshot()) {
@@ -78,9 +92,9 @@ func (o *offsetsTopic) start(ctx context.Context) {
 	}, b.cfg.Security.ClientOpts()...)...)
 	if err != nil {
 		b.log.Warn("offsets topic: client", "err", err)
-		return
+		return nil
 	}
-	context.AfterFunc(ctx, cl.Close)
-	o.feed.Store(offsetlog.New(ctx, cl, parts, o.exists, b.log))
+	context.AfterFunc(b.ctx, cl.Close)
 	b.log.Info("publishing committed offsets", "topic", offsetlog.Topic, "partitions", parts)
+	return offsetlog.New(b.ctx, cl, parts, o.exists, b.log)
 }
