@@ -17,7 +17,7 @@ import (
 var apiNotes = map[int16]string{
 	0:  "acks 0, 1 and all; idempotent producers (5 batches deduplicated per producer and partition)",
 	1:  "long poll, fetch sessions (KIP-227), reading from an in-sync follower in the consumer's rack (KIP-392), topics by id (v13, KIP-516); v14+ not served",
-	2:  "earliest, latest, by timestamp, max timestamp; answered by partition leaders only",
+	2:  "earliest, latest, by timestamp, max timestamp; answered by partition leaders only; v0 (for older clients such as Burrow 1.2) answers one offset, not Kafka 3's list of segment offsets",
 	8:  "v2-v4 retention time is ignored (offsets are kept while the group lives)",
 	19: "manual replica assignment refused (INVALID_REQUEST): replicas are placed by the cluster",
 	21: "moves the leader's log start only: followers do not learn it, so a new leader may serve the deleted records until retention removes them",
