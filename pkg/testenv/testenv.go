@@ -48,6 +48,14 @@ var (
 		Name: "ClickHouse (clickhouse-server)", Install: "apt-get install -y clickhouse-server",
 		Suites: "e2e/orders (analytics; or set STRATA_CLICKHOUSE_URL)",
 	}
+	Burrow = Tool{
+		Name: "Burrow", Programs: []string{"Burrow", "burrow"}, Install: "apt-get install -y burrow",
+		Suites: "brokerfleet/internal/interop (TestBurrow: LinkedIn's lag checker reading __consumer_offsets)",
+	}
+	ZooKeeper = Tool{
+		Name: "ZooKeeper (zookeeper.jar and java)", Install: "apt-get install -y zookeeper",
+		Suites: "brokerfleet/internal/interop (TestBurrow: Burrow 1.2 keeps its own state in ZooKeeper)",
+	}
 	Promtool = Tool{
 		Name: "promtool (Prometheus)", Programs: []string{"promtool"}, Install: "apt-get install -y prometheus",
 		Suites: "brokerfleet (the alerting rules and dashboard of infra/observability)",
@@ -71,7 +79,7 @@ var (
 )
 
 // Tools is every tool above, in the order the README lists them.
-var Tools = []Tool{Kcat, Chromium, PostgreSQL, ClickHouse, Promtool, Node, Dynalite, Platformatic, CDK}
+var Tools = []Tool{Kcat, Chromium, PostgreSQL, ClickHouse, Burrow, ZooKeeper, Promtool, Node, Dynalite, Platformatic, CDK}
 
 // RequireAll reports whether RequireAllEnv is set, so a missing tool is a
 // failure.
