@@ -3,7 +3,7 @@ GO        ?= go
 FUZZTIME  ?= 20s
 BENCHARGS ?=
 
-.PHONY: test e2e bench fuzz lint build lambdas infra-test demo chaos
+.PHONY: test e2e bench fuzz lint build lambdas infra-test demo chaos compat
 
 build:
 	$(GO) build ./...
@@ -18,6 +18,16 @@ test:
 	$(GO) test -race -count=1 -timeout 25m ./...
 	$(GO) test -race -count=1 -tags chaos -run '^(TestCheck|TestHistory)' ./e2e/chaos/
 	$(GO) test -count=1 -run '^TestHostileClients$$' ./brokerfleet/internal/broker/
+
+# franz-go's own pkg/kgo integration tests (the version in go.mod, copied
+# from the module cache) against a fresh `brokerfleet dev` on random ports,
+# judged against e2e/compat/expected-failures.txt: an unlisted failure or a
+# listed test that passes fails the run. COMPATARGS go to the runner (e.g.
+# -run TestGroupETL -keep). Needs the Go module proxy for the suite's own
+# dependencies the first time.
+COMPATARGS ?=
+compat:
+	$(GO) run ./e2e/compat/cmd/compat $(COMPATARGS)
 
 # The CDK app (its own module, so the broker's tests never compile CDK):
 # template assertions, the IAM check and a real offline `cdk synth` (needs

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,4 +92,34 @@ func TestBenchMeasuresEveryTarget(t *testing.T) {
 		require.NoError(t, err, f)
 		require.Greater(t, st.Size(), int64(0), f)
 	}
+}
+
+// TestBenchCompaction runs the compaction measurement on a tiny workload
+// (4 MiB of 100 B records over the 10,000 keys, 64 KiB segments): both produce
+// throughputs, a cleaner throughput from its passes, and a compacted log
+// far smaller than the delete topic's.
+func TestBenchCompaction(t *testing.T) {
+	cmd := exec.Command(binPath, "bench", "-compaction-only", "-bytes", "4MiB", "-record-bytes", "100B", "-partitions", "2",
+		"-compaction-segment-bytes", "65536", "-progress=false")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "stderr: %s", stderr.String())
+	out := stdout.String()
+	t.Log("\n" + out)
+	for _, want := range []string{"produce, cleanup.policy=delete", "produce, cleanup.policy=compact, cleaner running", "cleaner throughput (dirty log processed)", "compacted log size"} {
+		require.Contains(t, out, want)
+	}
+	var logMB, deleteMB float64
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "compacted log size") {
+			_, err := fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(l, "compacted log size")), "%f MB (delete topic: %f MB)", &logMB, &deleteMB)
+			require.NoError(t, err, l)
+		}
+	}
+	require.Positive(t, deleteMB)
+	require.Less(t, logMB, deleteMB/2, "the compacted topic holds about one record per key (of four written)")
+	err := exec.Command(binPath, "bench", "-compaction-only", "-tier").Run()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit)
+	require.Equal(t, 2, exit.ExitCode(), "-compaction-only with -tier is a usage error")
 }

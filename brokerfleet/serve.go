@@ -65,6 +65,7 @@ func brokerFlags(fs *flag.FlagSet, cfg *broker.Config, listen *string, logLevel 
 		return parseInt32(s, &cfg.FetchMaxBytes)
 	})
 	fs.DurationVar(&cfg.MaintenanceInterval, "maintenance-interval", cfg.MaintenanceInterval, "how often retention and segment.ms are applied")
+	cleanerFlags(fs, &cfg.Cleaner)
 	fs.IntVar(&cfg.FetchSessionSlots, "fetch-session-slots", cfg.FetchSessionSlots, "most incremental fetch sessions (KIP-227) held at once (max.incremental.fetch.session.cache.slots; 0: none, every fetch is a full one)")
 	fs.DurationVar(&cfg.Lease.Duration, "lease", cfg.Lease.Duration, "broker registration lease; a broker that cannot renew it stops accepting writes after lease minus lease-margin")
 	fs.DurationVar(&cfg.Lease.Margin, "lease-margin", cfg.Lease.Margin, "safety margin subtracted from the lease")
@@ -89,6 +90,9 @@ func brokerFlags(fs *flag.FlagSet, cfg *broker.Config, listen *string, logLevel 
 	fs.Func("offsets-topic-partitions", "keep a copy of committed offsets in the __consumer_offsets topic (Kafka's record format) with this many partitions, for tools that read it such as Burrow (Kafka's offsets.topic.num.partitions is 50); 0: no such topic (default 0)", func(s string) error {
 		return parseInt32(s, &cfg.OffsetsTopicPartitions)
 	})
+	fs.DurationVar(&cfg.TransactionMaxTimeout, "transaction-max-timeout", cfg.TransactionMaxTimeout, "longest transaction timeout a transactional producer may ask for (transaction.max.timeout.ms)")
+	fs.DurationVar(&cfg.TransactionalIDExpiration, "transactional-id-expiration", cfg.TransactionalIDExpiration, "a transactional id without a transaction is forgotten this long after its last use (transactional.id.expiration.ms)")
+	fs.DurationVar(&cfg.TransactionCheckInterval, "transaction-check-interval", cfg.TransactionCheckInterval, "how often transactions past their timeout are aborted and expired transactional ids removed")
 	fs.DurationVar(&cfg.TierInterval, "tier-interval", cfg.TierInterval, "how often a leader uploads closed segments to the S3 tier and applies retention there")
 	fs.DurationVar(&cfg.ObjectFlushInterval, "object-flush-interval", cfg.ObjectFlushInterval, "strata.durability=object: the least time between two flushes to S3 (caps PUTs at one per interval per broker; acks=all waits for the flush)")
 	fs.DurationVar(&cfg.GroupStatsInterval, "group-stats-interval", cfg.GroupStatsInterval, "how often the consumer group metrics (lag, committed offsets, members) are refreshed in the background; a scrape reads the last refresh")

@@ -45,6 +45,9 @@ func TestMain(m *testing.M) {
 	if b := os.Getenv(memberEnv); b != "" {
 		runMember(b) // a consumer-group member process: never returns
 	}
+	if b := os.Getenv(txnEnv); b != "" {
+		runTransformer(b, os.Getenv(txnSlotEnv), os.Getenv(txnProcEnv)) // a transformer process: never returns
+	}
 	os.Exit(m.Run())
 }
 
@@ -67,6 +70,9 @@ var scenarios = []scenario{
 	{name: "s3", nemesis: s3Loop},
 	{name: "group", group: true, nemesis: groupLoop},
 	{name: "combined", group: true, opts: clusterOpts{skew: [brokers]string{"90m", "-45m", ""}}, nemesis: combined},
+	// Keyed overwrites and deletes of a compacted topic beside the usual
+	// workload, under kill -9 and SIGSTOP of leaders (CheckTable).
+	{name: "compaction", opts: clusterOpts{compaction: true}, nemesis: compactionLoop},
 }
 
 // report is one scenario's row.
@@ -83,9 +89,15 @@ type report struct {
 	S3     map[string]int64 `json:"s3"`
 	S3Puts int64            `json:"s3_puts"`
 	Result *Result          `json:"result"`
+	// Table is the compacted topic's check (the compaction scenario).
+	Table *TableResult `json:"table,omitempty"`
+	// Txn is the transactional scenario's check of its output topic.
+	Txn *TxnResult `json:"txn,omitempty"`
 }
 
-func (r *report) pass() bool { return r.Result != nil && r.Result.Valid && len(r.ReplicaDiffs) == 0 }
+func (r *report) pass() bool {
+	return r.Result != nil && r.Result.Valid && len(r.ReplicaDiffs) == 0 && (r.Table == nil || r.Table.Valid) && (r.Txn == nil || r.Txn.Valid)
+}
 
 func chaosDuration(t *testing.T) time.Duration {
 	d := 60 * time.Second
@@ -128,6 +140,12 @@ func TestChaos(t *testing.T) {
 			mu.Unlock()
 		})
 	}
+	t.Run("txn", func(t *testing.T) {
+		r := runTxnScenario(t, seed, dur)
+		mu.Lock()
+		rows = append(rows, r)
+		mu.Unlock()
+	})
 }
 
 // TestChaosUnsafeAckIsCaught shows the checker fails a broker that breaks
@@ -173,6 +191,10 @@ func runScenario(t *testing.T, sc scenario, seed uint64, dur time.Duration, expe
 	c := startCluster(t, sc.opts)
 	h := NewHistory()
 	w := startWorkload(t, c, h)
+	var tw *tableWorkload
+	if sc.opts.compaction {
+		tw = startTableWorkload(t, c, h)
+	}
 	var g *group
 	if sc.group {
 		g = newGroup(t, c, h)
@@ -189,9 +211,18 @@ func runScenario(t *testing.T, sc scenario, seed uint64, dur time.Duration, expe
 	t.Logf("%6.1fs nemesis done; healing", h.Elapsed().Seconds())
 	c.HealAll()
 	w.Finish()
+	if tw != nil {
+		tw.Finish()
+	}
 	t.Logf("%6.1fs workload stopped; waiting for full ISRs", h.Elapsed().Seconds())
 	waitFor(t, 2*time.Minute, "every partition led with a full ISR after healing", func() bool { return c.healthy(context.Background()) })
 	ends := finalRead(t, c, h)
+	var tableEnds map[int32]int64
+	var clean map[int32][]Rec
+	if tw != nil {
+		tableEnds = tableFinalRead(t, c, h)
+		clean = tableCleanRead(t, c)
+	}
 	r := &report{Scenario: sc.name, Seed: seed, Duration: dur.String()}
 	if g != nil {
 		for len(g.Members()) < 2 {
@@ -216,12 +247,21 @@ func runScenario(t *testing.T, sc scenario, seed uint64, dur time.Duration, expe
 		}
 	}
 	r.Result = Check(ops)
+	if tw != nil {
+		r.Table = CheckTable(ops, clean)
+	}
 	r.S3, r.S3Puts = c.S3Faults.Counts(), c.S3Faults.Count("PutObject")
 	r.ReplicaDiffs = c.StopAndCompare(ends)
+	if tw != nil {
+		r.ReplicaDiffs = append(r.ReplicaDiffs, c.compareTableReplicas(tableEnds)...)
+	}
 	if dir := os.Getenv(outEnv); dir != "" {
 		writeOut(t, dir, c, r, ops)
 	}
 	t.Logf("%s s3_puts=%d", r.Result.Summary(), r.S3Puts)
+	if r.Table != nil {
+		t.Log(r.Table.Summary())
+	}
 	if len(expectInvalid) > 0 && expectInvalid[0] {
 		return r
 	}
@@ -232,6 +272,15 @@ func runScenario(t *testing.T, sc scenario, seed uint64, dur time.Duration, expe
 	}
 	for _, d := range r.ReplicaDiffs {
 		t.Errorf("replicas: %s", d)
+	}
+	if r.Table != nil {
+		for _, k := range TableKinds {
+			for _, ex := range r.Table.Examples[k] {
+				t.Errorf("%s: %s", k, ex)
+			}
+		}
+		require.Greater(t, r.Table.Acked, 1000, "too few acknowledged writes of the compacted topic to judge")
+		require.Positive(t, r.Table.Deletes)
 	}
 	if g != nil && !r.GroupComplete {
 		t.Errorf("the consumer group did not commit up to the end offsets %v within 2 minutes of healing", ends)
@@ -268,7 +317,7 @@ func writeOut(t *testing.T, dir string, c *cluster, r *report, ops []Op) {
 func table(rows []*report) string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tfaults\tops\tsends\tacked\tinfo\tlost\tdup\treordered\tinconsistent\tother\treplicas\ts3 puts\tmax ack gap\tfailover p50\tfailover max\tresult\t")
+	fmt.Fprintln(tw, "scenario\tfaults\tops\tsends\tacked\tinfo\tlost\tdup\treordered\tinconsistent\tother\treplicas\ts3 puts\tmax ack gap\tfailover p50\tfailover max\ttable\tresult\t")
 	for _, r := range rows {
 		res := r.Result
 		other := 0
@@ -287,14 +336,27 @@ func table(rows []*report) string {
 		if len(gaps) > 0 {
 			p50, mx = gaps[len(gaps)/2].Round(10*time.Millisecond).String(), gaps[len(gaps)-1].Round(10*time.Millisecond).String()
 		}
+		tbl := "-"
+		if t := r.Table; t != nil {
+			bad := 0
+			for _, n := range t.Counts {
+				bad += n
+			}
+			tbl = fmt.Sprintf("%d acked, %d keys, %d anomalies", t.Acked, t.Keys, bad)
+		}
 		verdict := "PASS"
 		if !r.pass() {
 			verdict = "FAIL"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Faults, r.Ops, res.Sends, res.Acked, res.Indeterminate,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Faults, r.Ops, res.Sends, res.Acked, res.Indeterminate,
 			res.Count(Lost), res.Count(Duplicated), res.Count(Reordered), res.Count(Inconsistent), other, replicas, r.S3Puts,
-			res.MaxAckGap.Round(10*time.Millisecond), p50, mx, verdict)
+			res.MaxAckGap.Round(10*time.Millisecond), p50, mx, tbl, verdict)
 	}
 	tw.Flush()
+	for _, r := range rows {
+		if r.Txn != nil {
+			fmt.Fprintf(&b, "%s output: %s\n", r.Scenario, r.Txn.Summary())
+		}
+	}
 	return b.String()
 }

@@ -70,6 +70,9 @@ func brokerBinary(t *testing.T) string {
 type clusterOpts struct {
 	unsafeAck bool            // -test-unsafe-ack on every broker
 	skew      [brokers]string // -test-clock-skew per broker ("" none)
+	// compaction: the compacted topic tableTopic too, and brokers whose
+	// cleaners and segment.ms rolls act within a second.
+	compaction bool
 }
 
 // cluster is three `brokerfleet serve` processes over one minidyn and one
@@ -193,6 +196,11 @@ func startCluster(t *testing.T, opts clusterOpts) *cluster {
 	}, topicName)
 	require.NoError(t, err)
 	require.NoError(t, resp.Err)
+	if opts.compaction {
+		resp, err := adm.CreateTopic(ctx, partitions, brokers, tableConfigs, tableTopic)
+		require.NoError(t, err)
+		require.NoError(t, resp.Err)
+	}
 	waitFor(t, time.Minute, "every partition led with a full ISR", func() bool { return c.healthy(ctx) })
 	return c
 }
@@ -224,11 +232,15 @@ func (c *cluster) start(i int) {
 		"-bucket", "s3://strata/chaos", "-s3-endpoint", "http://" + c.s3[i].Addr(), "-tier-interval", "200ms",
 		"-lease", lease.String(), "-lease-margin", "500ms", "-replica-lag-max", "2s", "-watch-interval", "200ms",
 		"-leader-rebalance-interval", "10s", "-log-level", cmp.Or(os.Getenv(logLevelEnv), "info"),
+		"-transaction-check-interval", "500ms",
 		"-http", c.http[i],
 		"-test-peer-dial", strings.Join(dial, ","),
 	}
 	if c.opts.unsafeAck {
 		args = append(args, "-test-unsafe-ack")
+	}
+	if c.opts.compaction {
+		args = append(args, "-cleaner-backoff", "200ms", "-maintenance-interval", "500ms")
 	}
 	if s := c.opts.skew[i]; s != "" {
 		args = append(args, "-test-clock-skew", s)
@@ -410,16 +422,25 @@ func (c *cluster) healthy(ctx context.Context) bool {
 		if err != nil {
 			return false
 		}
+		topics := []string{topicName}
+		if c.opts.compaction {
+			topics = append(topics, tableTopic)
+		}
 		mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		md, err := kadm.NewClient(cl).Metadata(mctx, topicName)
+		md, err := kadm.NewClient(cl).Metadata(mctx, topics...)
 		cancel()
 		cl.Close()
-		if err != nil || len(md.Topics[topicName].Partitions) != partitions {
+		if err != nil {
 			return false
 		}
-		for _, p := range md.Topics[topicName].Partitions {
-			if p.Leader < 0 || len(p.ISR) != brokers {
+		for _, tp := range topics {
+			if len(md.Topics[tp].Partitions) != partitions {
 				return false
+			}
+			for _, p := range md.Topics[tp].Partitions {
+				if p.Leader < 0 || len(p.ISR) != brokers {
+					return false
+				}
 			}
 		}
 	}
@@ -430,17 +451,39 @@ func (c *cluster) healthy(ctx context.Context) bool {
 // each partition byte for byte up to ends[p] (the high watermark of the
 // final read). It returns the differences found.
 func (c *cluster) StopAndCompare(ends map[int32]int64) []string {
+	return c.StopAndCompareTopics(map[string]map[int32]int64{topicName: ends})
+}
+
+// StopAndCompareTopics is StopAndCompare for several topics, each with
+// its partitions' high watermarks.
+func (c *cluster) StopAndCompareTopics(ends map[string]map[int32]int64) []string {
 	for i := range brokers {
 		if err := c.Stop(i); err != nil {
 			c.t.Logf("stop broker %d: %v", i, err)
 		}
 	}
 	var diffs []string
+	for name, e := range ends {
+		for _, d := range c.compare(name, e) {
+			if name != topicName {
+				d = name + " " + d
+			}
+			diffs = append(diffs, d)
+		}
+	}
+	return diffs
+}
+
+// compare compares the stopped brokers' replicas of a topic.
+func (c *cluster) compare(name string, ends map[int32]int64) []string {
+	var diffs []string
 	for p := int32(0); p < partitions; p++ {
 		var logs [][]byte
 		var starts []int64
 		for i := range brokers {
-			matches, _ := filepath.Glob(filepath.Join(c.dir, fmt.Sprintf("data-%d", i), "logs", topicName+"-*", strconv.Itoa(int(p))))
+			// <topic>-<32 hex digits of its id>/<partition>
+			dir := name + "-" + strings.Repeat("[0-9a-f]", 32)
+			matches, _ := filepath.Glob(filepath.Join(c.dir, fmt.Sprintf("data-%d", i), "logs", dir, strconv.Itoa(int(p))))
 			if len(matches) != 1 {
 				diffs = append(diffs, fmt.Sprintf("partition %d: %d logs on broker %d", p, len(matches), i))
 				continue

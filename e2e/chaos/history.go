@@ -46,6 +46,7 @@ type Rec struct {
 	Offset    int64  `json:"o"`
 	Key       string `json:"k"`
 	Value     string `json:"v"`
+	Tomb      bool   `json:"tomb,omitempty"` // a null value (compacted topics: a delete)
 }
 
 // Op is one line of a history.
@@ -66,6 +67,10 @@ type Op struct {
 	End int64 `json:"end,omitempty"`
 	// fail, info: why
 	Error string `json:"error,omitempty"`
+	// table-send: the write is a delete (a null value)
+	Tomb bool `json:"tomb,omitempty"`
+	// txn (ok): whether the transaction committed
+	Committed bool `json:"committed,omitempty"`
 }
 
 // History records operations in order, from many goroutines. Ops get

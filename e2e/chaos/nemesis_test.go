@@ -26,7 +26,8 @@ type nemesis struct {
 	t   *testing.T
 	c   *cluster
 	h   *History
-	g   *group // consumer-group members, or nil
+	g   *group        // consumer-group members, or nil
+	tr  *transformers // the transactional scenario's transformers, or nil
 	rng *rand.Rand
 	ctx context.Context
 }
@@ -94,6 +95,10 @@ func killLoop(n *nemesis) {
 		n.fault("kill -9 "+what, n.between(time.Second, 3*time.Second), func() { n.c.Kill(b) }, func() { n.c.start(b) })
 	}
 }
+
+// compactionLoop kills and pauses leaders at once (killLoop and
+// pauseLoop side by side): the compaction scenario's faults.
+func compactionLoop(n *nemesis) { n.fork(killLoop, pauseLoop) }
 
 // rollingLoop restarts the brokers one after another with SIGTERM,
 // waiting for a full ISR after each.

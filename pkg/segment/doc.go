@@ -14,7 +14,8 @@
 // offset as 20 zero-padded decimal digits:
 //
 //   - <base>.log: whole batches back to back. The first batch has base
-//     offset <base>; every next batch starts at the previous LastOffset()+1.
+//     offset <base>; every next batch starts at the previous LastOffset()+1,
+//     except in a log that may have gaps (below).
 //   - <base>.index: 8-byte entries (uint32 base offset of a batch relative to
 //     <base>, uint32 file position of the batch), big endian.
 //   - <base>.timeindex: 12-byte entries (int64 timestamp, uint32 relative
@@ -44,6 +45,21 @@
 // an offset, and a timestamp lookup scans at most one interval too. Indexes
 // are kept in memory; the files are written when a segment is closed (roll
 // or Close) and exist only for closed segments.
+//
+// # Gaps and rewrites (compacted topics)
+//
+// The log cleaner of a compacted topic rewrites closed segments (rewrite.go:
+// BeginRewrite, Rewrite.Add, Rewrite.Commit) keeping a subset of their
+// batches at their offsets, so offsets between batches may hold no record,
+// and the first batch of a segment may start past its base. A rewritten
+// segment always keeps the last batch of what it replaces, so segments stay
+// contiguous. The swap is crash-safe through <base>.cleaned and <base>.swap
+// files, which Open deletes or completes. A follower copies a cleaned
+// leader's batches with AppendFrom, which accepts gaps. A log that may have
+// gaps has a file cleaner-checkpoint (the cleaner's first dirty offset,
+// CleanedOffset); only then does recovery accept a batch that starts past
+// the previous one's end. Reads at an offset in a gap return the next
+// batch; TruncateTo into a gap cuts to the end of the batch before it.
 //
 // # Recovery
 //

@@ -147,8 +147,10 @@ func encodeOffsetIndex(entries []offsetEntry) []byte {
 }
 
 // decodeOffsetIndex decodes the contents of an .index file. It checks that
-// the size is a multiple of the entry size, that the first entry is (0, 0)
-// and that relative offsets and positions strictly increase.
+// the size is a multiple of the entry size, that the first entry is at
+// position 0 and that relative offsets and positions strictly increase.
+// The first entry's relative offset is that of the segment's first batch,
+// which a cleaned segment may hold past its base.
 func decodeOffsetIndex(b []byte) ([]offsetEntry, error) {
 	if len(b)%offsetEntrySize != 0 {
 		return nil, fmt.Errorf("decode offset index: size %d not a multiple of %d: %w", len(b), offsetEntrySize, errBadIndex)
@@ -160,8 +162,8 @@ func decodeOffsetIndex(b []byte) ([]offsetEntry, error) {
 			pos: binary.BigEndian.Uint32(b[i*offsetEntrySize+4:]),
 		}
 		switch {
-		case i == 0 && (e.rel != 0 || e.pos != 0):
-			return nil, fmt.Errorf("decode offset index: first entry (%d, %d) not (0, 0): %w", e.rel, e.pos, errBadIndex)
+		case i == 0 && e.pos != 0:
+			return nil, fmt.Errorf("decode offset index: first entry (%d, %d) not at position 0: %w", e.rel, e.pos, errBadIndex)
 		case i > 0 && (e.rel <= entries[i-1].rel || e.pos <= entries[i-1].pos):
 			return nil, fmt.Errorf("decode offset index: entry %d not increasing: %w", i, errBadIndex)
 		}
@@ -180,9 +182,8 @@ func encodeTimeIndex(entries []timeEntry) []byte {
 }
 
 // decodeTimeIndex decodes the contents of a .timeindex file. It checks that
-// the size is a multiple of the entry size, that the first entry is for
-// relative offset 0 and that timestamps and relative offsets strictly
-// increase.
+// the size is a multiple of the entry size and that timestamps and
+// relative offsets strictly increase.
 func decodeTimeIndex(b []byte) ([]timeEntry, error) {
 	if len(b)%timeEntrySize != 0 {
 		return nil, fmt.Errorf("decode time index: size %d not a multiple of %d: %w", len(b), timeEntrySize, errBadIndex)
@@ -193,10 +194,7 @@ func decodeTimeIndex(b []byte) ([]timeEntry, error) {
 			ts:  int64(binary.BigEndian.Uint64(b[i*timeEntrySize:])),
 			rel: binary.BigEndian.Uint32(b[i*timeEntrySize+8:]),
 		}
-		switch {
-		case i == 0 && e.rel != 0:
-			return nil, fmt.Errorf("decode time index: first entry at relative offset %d: %w", e.rel, errBadIndex)
-		case i > 0 && (e.ts <= entries[i-1].ts || e.rel <= entries[i-1].rel):
+		if i > 0 && (e.ts <= entries[i-1].ts || e.rel <= entries[i-1].rel) {
 			return nil, fmt.Errorf("decode time index: entry %d not increasing: %w", i, errBadIndex)
 		}
 		entries[i] = e

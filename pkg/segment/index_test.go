@@ -110,7 +110,6 @@ func TestIndexCodec(t *testing.T) {
 	be := binary.BigEndian
 	badOffsets := map[string][]byte{
 		"partial entry":     b[:20],
-		"first not (0, 0)":  encodeOffsetIndex([]offsetEntry{{1, 0}}),
 		"first pos not 0":   encodeOffsetIndex([]offsetEntry{{0, 3}}),
 		"offset not rising": encodeOffsetIndex([]offsetEntry{{0, 0}, {5, 10}, {5, 20}}),
 		"pos not rising":    encodeOffsetIndex([]offsetEntry{{0, 0}, {5, 10}, {6, 10}}),
@@ -122,10 +121,9 @@ func TestIndexCodec(t *testing.T) {
 	wrapped := encodeTimeIndex(times)
 	be.PutUint64(wrapped[12:], 1<<62)
 	badTimes := map[string][]byte{
-		"partial entry":   tb[:30],
-		"first rel not 0": encodeTimeIndex([]timeEntry{{5, 1}}),
-		"ts not rising":   wrapped,
-		"rel not rising":  encodeTimeIndex([]timeEntry{{1, 0}, {2, 0}}),
+		"partial entry":  tb[:30],
+		"ts not rising":  wrapped,
+		"rel not rising": encodeTimeIndex([]timeEntry{{1, 0}, {2, 0}}),
 	}
 	for name, b := range badTimes {
 		_, err := decodeTimeIndex(b)

@@ -114,6 +114,18 @@ type Log struct {
 	// (a failed fsync, or a failed undo of a partial write). Appends, rolls
 	// and flushes then fail; reopening recovers from the files.
 	failed error
+	// rewriting is set while a Rewrite of closed segments is in progress.
+	rewriting bool
+	// cleaned is the cleaner's checkpoint: the log is compacted below it
+	// (read through CleanedOffset, which clamps it to the log).
+	cleaned int64
+	// gapped: batches may leave gaps (the cleaner checkpoint exists).
+	gapped bool
+	// marks are the segments rewritten since AckRewritten (base ->
+	// generation), markGen the last generation given; persisted in the
+	// cleaner checkpoint.
+	marks   map[int64]uint64
+	markGen uint64
 
 	flush syncer
 }
@@ -156,7 +168,16 @@ func validOffsets(h Header) bool {
 // (the caller does that). It rolls the active segment first if needed,
 // writes all bytes with a single File.Write and updates the indexes. The
 // data is durable only after Flush.
-func (l *Log) Append(batches []byte) error {
+func (l *Log) Append(batches []byte) error { return l.append(batches, false) }
+
+// AppendFrom is Append for batches copied from another replica's log,
+// whose cleaner may have removed records (compacted topics): base offsets
+// must increase, but a batch may start past NextOffset or past the
+// previous batch's end, leaving a gap of offsets that hold no record. The
+// log end then follows the last batch.
+func (l *Log) AppendFrom(batches []byte) error { return l.append(batches, true) }
+
+func (l *Log) append(batches []byte, gaps bool) error {
 	if len(batches) == 0 {
 		return nil
 	}
@@ -168,7 +189,7 @@ func (l *Log) Append(batches []byte) error {
 	next := l.active().next
 	expected, lastBase := next, next
 	err := Split(batches, func(h Header, _ []byte) error {
-		if h.BaseOffset != expected {
+		if h.BaseOffset != expected && (!gaps || h.BaseOffset < expected) {
 			return fmt.Errorf("batch base offset %d, want %d: %w", h.BaseOffset, expected, ErrNotContiguous)
 		}
 		if !validOffsets(h) {
@@ -179,6 +200,12 @@ func (l *Log) Append(batches []byte) error {
 	})
 	if err != nil {
 		return fmt.Errorf("segment: append at offset %d: %w", next, err)
+	}
+	if gaps && !l.gapped && expected-next != int64(countOffsets(batches)) {
+		// The first gap: recovery must accept gaps from now on.
+		if err := l.writeCleaned(l.cleaned); err != nil {
+			return fmt.Errorf("segment: append at offset %d: %w", next, err)
+		}
 	}
 	if len(batches) > maxSegmentPos || lastBase-next > maxSegmentPos {
 		return fmt.Errorf("segment: append at offset %d: %d bytes over %d offsets do not fit one segment", next, len(batches), expected-next)
@@ -211,6 +238,17 @@ func (l *Log) Append(batches []byte) error {
 	})
 	s.size, s.next = p, expected
 	return nil
+}
+
+// countOffsets returns the number of offsets the batches span, gaps left
+// out (batches is valid: Split succeeded on it).
+func countOffsets(batches []byte) int {
+	n := 0
+	_ = Split(batches, func(h Header, _ []byte) error {
+		n += int(h.LastOffsetDelta) + 1
+		return nil
+	})
+	return n
 }
 
 // shouldRoll reports whether the active segment must be rolled before

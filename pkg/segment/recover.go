@@ -119,6 +119,7 @@ func (l *Log) recover() error {
 	if err := l.openSegments(); err != nil {
 		return err
 	}
+	l.readCleaned()
 
 	// Scan from the segment containing the recovery point; nothing after a
 	// clean shutdown, everything without a checkpoint.
@@ -227,11 +228,18 @@ func (l *Log) recover() error {
 	return l.writeCheckpoint(false)
 }
 
-// openSegments opens the .log files of l.dir, oldest first, and removes
-// temporary files and index files without a log file.
+// openSegments completes interrupted segment swaps (rewrite.go), opens the
+// .log files of l.dir, oldest first, and removes temporary files and index
+// files without a log file.
 func (l *Log) openSegments() error {
 	names, err := l.fs.ReadDir(l.dir)
 	if err != nil {
+		return err
+	}
+	if err := l.finishSwaps(names); err != nil {
+		return err
+	}
+	if names, err = l.fs.ReadDir(l.dir); err != nil {
 		return err
 	}
 	logs := map[int64]bool{}
@@ -315,7 +323,7 @@ func (l *Log) loadIndex(s *segment, scan bool) (bool, error) {
 		if err != nil {
 			return false, fmt.Errorf("segment %d: %w", s.base, err)
 		}
-		if h.BaseOffset != next || !validOffsets(h) || pos > maxSegmentPos || h.BaseOffset-s.base > maxSegmentPos {
+		if !l.follows(h, next) || !validOffsets(h) || pos > maxSegmentPos || h.BaseOffset-s.base > maxSegmentPos {
 			return false, nil
 		}
 		next, lastRel, maxTs = h.LastOffset()+1, s.rel(h.BaseOffset), max(maxTs, h.MaxTimestamp)
@@ -328,8 +336,16 @@ func (l *Log) loadIndex(s *segment, scan bool) (bool, error) {
 	return true, nil
 }
 
+// follows reports whether a batch with header h may come after a batch
+// ending at next: it must start at next, or anywhere past it in a log
+// that may have gaps (one the cleaner rewrote, or copied from one).
+func (l *Log) follows(h Header, next int64) bool {
+	return h.BaseOffset == next || (l.gapped && h.BaseOffset > next)
+}
+
 // scanSegment rebuilds the index of s by walking all its batches, checking
-// framing, offset contiguity from s.base and, if checkCRC is set, CRCs. At
+// framing, offset contiguity from s.base (increasing offsets in a log that
+// may have gaps, see follows) and, if checkCRC is set, CRCs. At
 // the first invalid batch it cuts the file there and reports cut. A scanned
 // or cut file is synced, so what was recovered is durable.
 func (l *Log) scanSegment(s *segment, checkCRC bool) (cut bool, err error) {
@@ -351,7 +367,7 @@ func (l *Log) scanSegment(s *segment, checkCRC bool) (cut bool, err error) {
 		if err != nil {
 			return false, fmt.Errorf("scan segment %d: %w", s.base, err)
 		}
-		if h.BaseOffset != next || !validOffsets(h) || pos > maxSegmentPos ||
+		if !l.follows(h, next) || !validOffsets(h) || pos > maxSegmentPos ||
 			h.BaseOffset-s.base > maxSegmentPos || (checkCRC && !CheckCRC(batch)) {
 			break
 		}

@@ -127,10 +127,11 @@ func (l *Log) advanceStart(offset int64, n int) error {
 }
 
 // TruncateTo removes every batch at and after offset, which must be a batch
-// boundary in [StartOffset, NextOffset]; otherwise the error wraps
-// ErrOffsetOutOfRange. Later segments are deleted and the segment holding
-// offset is cut and becomes the active one. Used for log reconciliation
-// with a leader (KIP-101).
+// boundary in [StartOffset, NextOffset], or lie in a gap the cleaner left
+// (then NextOffset becomes the end of the last batch before it); otherwise
+// the error wraps ErrOffsetOutOfRange. Later segments are deleted and the
+// segment holding offset is cut and becomes the active one. Used for log
+// reconciliation with a leader (KIP-101).
 func (l *Log) TruncateTo(offset int64) error {
 	l.flush.acquire()
 	defer l.flush.release()
@@ -149,16 +150,21 @@ func (l *Log) TruncateTo(offset int64) error {
 	k := l.find(offset)
 	s := l.segs[k]
 	wasActive := k == len(l.segs)-1
-	idx, pos, err := s.cutIndex(offset)
+	idx, pos, end, err := s.cutIndex(offset)
 	if err != nil {
 		return fmt.Errorf("segment: truncate to %d: %w", offset, err)
+	}
+	if end < l.start {
+		// offset and the start offset lie in the same gap: the log would
+		// end below its start.
+		return fmt.Errorf("segment: truncate to %d: the batches before it end at %d, below the start offset %d: %w", offset, end, l.start, ErrOffsetOutOfRange)
 	}
 	// Nothing changed yet. From here on, a crash leaves a contiguous prefix
 	// of the old log: later segments go newest first, then the index files
 	// of s (which describe the bytes being cut), then the cut itself.
 	// The flushed offset is lowered first: if a step fails, NextOffset may
 	// already be lower, and appends there are not durable.
-	l.flush.lower(offset)
+	l.flush.lower(end)
 	if err := l.dropFrom(k + 1); err != nil {
 		return fmt.Errorf("segment: truncate to %d: %w", offset, err)
 	}
@@ -167,7 +173,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	}
 	// Memory follows the cut even if it fails: the log refuses writes then,
 	// and reads must not reach for bytes the file may no longer hold.
-	s.idx, s.size, s.next = idx, pos, offset
+	s.idx, s.size, s.next = idx, pos, end
 	if !wasActive {
 		s.created = l.now() // reopened for appends: its segment.ms age restarts
 	}
@@ -184,21 +190,30 @@ func (l *Log) TruncateTo(offset int64) error {
 	if err := l.writeCheckpoint(false); err != nil {
 		return fmt.Errorf("segment: truncate to %d: %w", offset, err)
 	}
+	l.lowerCleaned(end)
 	return nil
 }
 
-// cutIndex returns the index s would have if cut before the batch starting
-// at offset, and that batch's position. It walks headers from the last
-// offset entry below offset, which also yields the maximum timestamp of the
-// remaining batches: the last remaining time entry covers everything up to
-// that offset entry. An offset inside a batch wraps ErrOffsetOutOfRange.
-func (s *segment) cutIndex(offset int64) (segIndex, int64, error) {
-	if offset == s.base {
-		return newSegIndex(), 0, nil
+// cutIndex returns the index s would have if cut before the first batch
+// starting at or after offset, that batch's position, and the segment's end
+// after the cut: offset, or the end of the last batch kept when offset
+// lies in a gap left by the cleaner (no record between the two). It walks
+// headers from the last offset entry below offset, which also yields the
+// maximum timestamp of the remaining batches: the last remaining time
+// entry covers everything up to that offset entry. An offset inside a
+// batch wraps ErrOffsetOutOfRange.
+func (s *segment) cutIndex(offset int64) (segIndex, int64, int64, error) {
+	if offset <= s.base {
+		return newSegIndex(), 0, s.base, nil
 	}
 	idx := s.idx
-	idx.truncate(s.rel(offset)) // keeps the (0, 0) entry: offset > s.base
+	idx.truncate(s.rel(offset))
+	if len(idx.offsets) == 0 {
+		// The first batch starts at or after offset (a cleaned segment).
+		return newSegIndex(), 0, s.base, nil
+	}
 	maxTs := idx.lastTimeEntryTs()
+	end := s.base
 	sc := scanner{f: s.file, pos: int64(idx.offsets[len(idx.offsets)-1].pos), end: s.size}
 	for {
 		h, p, _, err := sc.next()
@@ -206,17 +221,21 @@ func (s *segment) cutIndex(offset int64) (segIndex, int64, error) {
 			err = fmt.Errorf("offset %d missing: %w", offset, ErrCorrupt)
 		}
 		if err != nil {
-			return segIndex{}, 0, fmt.Errorf("segment %d: %w", s.base, err)
+			return segIndex{}, 0, 0, fmt.Errorf("segment %d: %w", s.base, err)
 		}
 		switch {
-		case h.BaseOffset == offset:
+		case h.BaseOffset >= offset:
 			idx.maxTs = maxTs
-			return idx, p, nil
+			if h.BaseOffset == offset {
+				end = offset
+			}
+			return idx, p, end, nil
 		case h.LastOffset() >= offset:
-			return segIndex{}, 0, fmt.Errorf("offset %d inside batch [%d, %d], not a batch boundary: %w", offset, h.BaseOffset, h.LastOffset(), ErrOffsetOutOfRange)
+			return segIndex{}, 0, 0, fmt.Errorf("offset %d inside batch [%d, %d], not a batch boundary: %w", offset, h.BaseOffset, h.LastOffset(), ErrOffsetOutOfRange)
 		}
 		maxTs = max(maxTs, h.MaxTimestamp)
 		idx.lastRel = s.rel(h.BaseOffset)
+		end = h.LastOffset() + 1
 	}
 }
 
@@ -265,5 +284,6 @@ func (l *Log) ResetTo(offset int64) error {
 	if err := l.writeCheckpoint(false); err != nil {
 		return fmt.Errorf("segment: reset to %d: %w", offset, err)
 	}
+	l.lowerCleaned(offset)
 	return nil
 }

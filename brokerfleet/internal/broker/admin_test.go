@@ -89,7 +89,7 @@ func TestTopicConfigs(t *testing.T) {
 	require.Equal(t, "604800000", *m["retention.ms"].Value)
 
 	// A bad value is refused with a message naming it, and nothing changes.
-	res, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "cleanup.policy", Value: strp("compact")}}, "cfg")
+	res, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "cleanup.policy", Value: strp("compact,shred")}}, "cfg")
 	require.NoError(t, err)
 	require.ErrorIs(t, res[0].Err, kerr.InvalidConfig)
 	require.Contains(t, res[0].ErrMessage, "cleanup.policy")

@@ -15,13 +15,15 @@ import (
 // docs/compatibility.md. A key absent here is served as Kafka serves it
 // at the versions listed.
 var apiNotes = map[int16]string{
-	0:  "acks 0, 1 and all; idempotent producers (5 batches deduplicated per producer and partition)",
+	0:  "acks 0, 1 and all; idempotent producers (5 batches deduplicated per producer and partition); transactional batches verified with their coordinator (KIP-890 part 1); v12 (transaction version 2) not served",
 	1:  "long poll, fetch sessions (KIP-227), reading from an in-sync follower in the consumer's rack (KIP-392), topics by id (v13, KIP-516); v14+ not served",
-	2:  "earliest, latest, by timestamp, max timestamp; answered by partition leaders only; v0 (for older clients such as Burrow 1.2) answers one offset, not Kafka 3's list of segment offsets",
+	2:  "earliest, latest, by timestamp, max timestamp, isolation level; answered by partition leaders only; v0 (for older clients such as Burrow 1.2) answers one offset, not Kafka 3's list of segment offsets",
 	8:  "v2-v4 retention time is ignored (offsets are kept while the group lives)",
 	19: "manual replica assignment refused (INVALID_REQUEST): replicas are placed by the cluster",
 	21: "moves the leader's log start only: followers do not learn it, so a new leader may serve the deleted records until retention removes them",
-	22: "idempotent producers; transactional ids refused (INVALID_REQUEST)",
+	22: "idempotent and transactional producers, epoch bumps fencing older instances, KIP-360 recovery",
+	24: "v0-3 from producers, v4 verification between brokers (KIP-890 part 1)",
+	26: "v5 (transaction version 2, KIP-890 part 2) not served",
 	48: "user and client-id entities; ip entities refused (INVALID_REQUEST)",
 	49: "producer_byte_rate, consumer_byte_rate, request_percentage; ip entities and controller_mutation_rate refused (INVALID_REQUEST)",
 }

@@ -8,10 +8,12 @@ import (
 	"net"
 	"time"
 
+	"github.com/stratamq/strata/brokerfleet/internal/cleaner"
 	"github.com/stratamq/strata/brokerfleet/internal/fetchsession"
 	"github.com/stratamq/strata/brokerfleet/internal/group"
 	"github.com/stratamq/strata/brokerfleet/internal/security"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
+	"github.com/stratamq/strata/brokerfleet/internal/txn"
 	"github.com/stratamq/strata/pkg/clock"
 	"github.com/stratamq/strata/pkg/metastore"
 	"github.com/stratamq/strata/pkg/objstore"
@@ -131,6 +133,19 @@ type Config struct {
 	// group is empty (of a group without members: after each commit);
 	// Kafka's offsets.retention.minutes, 7 days.
 	OffsetsRetention time.Duration
+	// TransactionMaxTimeout is the longest transaction timeout a producer
+	// may ask for (transaction.max.timeout.ms, 15 minutes); a longer one
+	// is INVALID_TRANSACTION_TIMEOUT.
+	TransactionMaxTimeout time.Duration
+	// TransactionalIDExpiration is how long a transactional id without
+	// an ongoing transaction is kept after its last use
+	// (transactional.id.expiration.ms, 7 days).
+	TransactionalIDExpiration time.Duration
+	// TransactionCheckInterval is how often the transaction coordinator
+	// aborts the transactions that outlived their timeout and expires
+	// idle transactional ids (transaction.abort.timed.out.transaction.
+	// cleanup.interval.ms, 10 s).
+	TransactionCheckInterval time.Duration
 	// Objects is the object store of the S3 tier; nil: no tier (segments
 	// stay local and retention deletes them).
 	Objects objstore.Store
@@ -155,6 +170,9 @@ type Config struct {
 	// partitions are written to S3 (one shared object per flush); acks
 	// wait for it.
 	ObjectFlushInterval time.Duration
+	// Cleaner configures the log cleaner of compacted topics
+	// (log.cleaner.*).
+	Cleaner CleanerConfig
 	// Security configures listeners, TLS, SASL and ACLs (security.go);
 	// the zero value is one plaintext listener without authentication.
 	Security security.Config
@@ -171,6 +189,22 @@ type Config struct {
 	UnsafeAckBeforeReplication bool
 }
 
+// CleanerConfig is the log cleaner's part of Config.
+type CleanerConfig struct {
+	// Threads is how many partitions are cleaned at once
+	// (log.cleaner.threads); 0 turns the cleaner off.
+	Threads int
+	// DedupeBufferBytes bounds the memory of the key maps of all threads
+	// (log.cleaner.dedupe.buffer.size); 0 is the default, 128 MiB.
+	DedupeBufferBytes int64
+	// IOBytesPerSecond bounds the bytes the cleaner reads and writes
+	// (log.cleaner.io.max.bytes.per.second); 0 is unlimited.
+	IOBytesPerSecond float64
+	// Backoff is how long an idle cleaner waits before it looks for dirty
+	// partitions again (log.cleaner.backoff.ms).
+	Backoff time.Duration
+}
+
 // DefaultConfig returns the defaults of `brokerfleet serve`.
 func DefaultConfig() Config {
 	return Config{
@@ -184,6 +218,7 @@ func DefaultConfig() Config {
 		QueuedMaxRequestBytes:      256 << 20,
 		FetchMaxBytes:              55 << 20,
 		MaintenanceInterval:        30 * time.Second,
+		Cleaner:                    CleanerConfig{Threads: 1, DedupeBufferBytes: cleaner.DefaultDedupeBytes, Backoff: cleaner.DefaultBackoff},
 		FetchSessionSlots:          fetchsession.DefaultSlots,
 		Lease:                      metastore.LeaseOptions{Duration: 6 * time.Second, Margin: time.Second},
 		WatchInterval:              250 * time.Millisecond,
@@ -197,6 +232,9 @@ func DefaultConfig() Config {
 		GroupMaxSessionTimeout:     group.DefaultMaxSessionTimeout,
 		GroupInitialRebalanceDelay: group.DefaultInitialRebalanceDelay,
 		OffsetsRetention:           group.DefaultOffsetsRetention,
+		TransactionMaxTimeout:      txn.DefaultMaxTimeout,
+		TransactionalIDExpiration:  txn.DefaultIDExpiration,
+		TransactionCheckInterval:   txn.DefaultCheckInterval,
 		TierInterval:               5 * time.Second,
 		TierOrphanGrace:            10 * time.Minute,
 		ObjectFlushInterval:        50 * time.Millisecond,
@@ -277,6 +315,18 @@ func (c *Config) ValidateSettings() error {
 	if c.WatchInterval <= 0 {
 		errs = append(errs, fmt.Errorf("watch-interval: %v is not positive", c.WatchInterval))
 	}
+	if c.Cleaner.Threads < 0 || c.Cleaner.Threads > 64 {
+		errs = append(errs, fmt.Errorf("cleaner-threads: %d is outside [0, 64]", c.Cleaner.Threads))
+	}
+	if floor := int64(64<<10) * int64(max(c.Cleaner.Threads, 1)); c.Cleaner.DedupeBufferBytes != 0 && c.Cleaner.DedupeBufferBytes < floor {
+		errs = append(errs, fmt.Errorf("cleaner-dedupe-buffer-size: %d is below %d (64 KiB per cleaner thread)", c.Cleaner.DedupeBufferBytes, floor))
+	}
+	if !(c.Cleaner.IOBytesPerSecond >= 0) {
+		errs = append(errs, fmt.Errorf("cleaner-io-max-bytes-per-second: %v is negative", c.Cleaner.IOBytesPerSecond))
+	}
+	if c.Cleaner.Backoff < 0 {
+		errs = append(errs, fmt.Errorf("cleaner-backoff: %v is negative", c.Cleaner.Backoff))
+	}
 	if c.MaintenanceInterval <= 0 {
 		errs = append(errs, fmt.Errorf("maintenance-interval: %v is not positive", c.MaintenanceInterval))
 	}
@@ -285,6 +335,15 @@ func (c *Config) ValidateSettings() error {
 	}
 	if c.OffsetsRetention <= 0 {
 		errs = append(errs, fmt.Errorf("offsets-retention: %v is not positive", c.OffsetsRetention))
+	}
+	if c.TransactionMaxTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("transaction-max-timeout: %v is not positive", c.TransactionMaxTimeout))
+	}
+	if c.TransactionalIDExpiration <= 0 {
+		errs = append(errs, fmt.Errorf("transactional-id-expiration: %v is not positive", c.TransactionalIDExpiration))
+	}
+	if c.TransactionCheckInterval <= 0 {
+		errs = append(errs, fmt.Errorf("transaction-check-interval: %v is not positive", c.TransactionCheckInterval))
 	}
 	if c.GroupInitialRebalanceDelay < 0 {
 		errs = append(errs, fmt.Errorf("group-initial-rebalance-delay: %v is negative", c.GroupInitialRebalanceDelay))

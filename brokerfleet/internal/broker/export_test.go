@@ -1,5 +1,14 @@
 package broker
 
+import (
+	"encoding/binary"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/stratamq/strata/brokerfleet/internal/records"
+	"github.com/stratamq/strata/pkg/segment"
+)
+
 // Test-only views of a broker's state, for the external tests.
 
 // LocalLog returns the log end, high watermark and ISR of this broker's
@@ -19,3 +28,78 @@ func LocalLog(b *Broker, topic string, idx int32) (leo, hwm int64, isr []int32, 
 // HeldRequestBytes is what the broker's queued.max.request.bytes budget
 // holds now.
 func HeldRequestBytes(b *Broker) int64 { return b.budget.held() }
+
+// LocalRecord is one record of a replica's local log.
+type LocalRecord struct {
+	Offset     int64
+	Key, Value string
+	Tombstone  bool
+}
+
+// LocalRecords returns the records of this broker's replica of a
+// partition, from its log start to its high watermark, in offset order
+// (ok is false when it hosts none).
+func LocalRecords(b *Broker, topic string, idx int32) (recs []LocalRecord, ok bool, err error) {
+	t := b.cat.Snapshot().Topic(topic)
+	if t == nil {
+		return nil, false, nil
+	}
+	_, p, found := t.Partition(idx)
+	if !found || p == nil {
+		return nil, false, nil
+	}
+	start := p.LogStartOffset()
+	for off, hwm := start, p.HighWatermark(); off < hwm; {
+		batches, err := p.Read(nil, off, 1<<20, true)
+		if err != nil || len(batches) == 0 {
+			return recs, true, err
+		}
+		err = segment.Split(batches, func(h segment.Header, batch []byte) error {
+			body, err := records.Body(batch, h, 64<<20)
+			if err != nil {
+				return err
+			}
+			off = h.LastOffset() + 1
+			return records.Entries(body, h, func(r records.Entry) error {
+				if r.Offset < start {
+					return nil // below the log start, in its first batch
+				}
+				lr := LocalRecord{Offset: r.Offset, Key: string(r.Key), Tombstone: r.Null}
+				if !r.Null {
+					lr.Value = string(recordValue(r.Raw))
+				}
+				recs = append(recs, lr)
+				return nil
+			})
+		})
+		if err != nil {
+			return recs, true, err
+		}
+	}
+	return recs, true, nil
+}
+
+// recordValue decodes a record's value (raw: the record as stored).
+func recordValue(raw []byte) []byte {
+	var r kmsg.Record
+	_, n := binary.Varint(raw)
+	if err := r.ReadFrom(raw); err != nil || n <= 0 {
+		return nil
+	}
+	return r.Value
+}
+
+// CleanerState returns the cleaned offset of this broker's replica of a
+// partition and how many of its segments are marked rewritten and not
+// yet copied to the tier (ok is false when it hosts none).
+func CleanerState(b *Broker, topic string, idx int32) (cleaned int64, rewritten int, ok bool) {
+	t := b.cat.Snapshot().Topic(topic)
+	if t == nil {
+		return 0, 0, false
+	}
+	_, p, found := t.Partition(idx)
+	if !found || p == nil {
+		return 0, 0, false
+	}
+	return p.CleanedOffset(), len(p.RewrittenSegments()), true
+}

@@ -49,8 +49,9 @@ type Options struct {
 	// It runs with a group's mu held, like PartitionExists.
 	TopicID func(topic string) (metastore.TopicID, bool)
 	// Committed, if set, is told the offsets of each commit once they are
-	// stored (the __consumer_offsets copy). It runs with the group's mu
-	// held and must not block.
+	// stored, transactional ones when their commit marker applies them
+	// (the __consumer_offsets copy). It runs with the group's mu held and
+	// must not block.
 	Committed func(group string, offs []metastore.Offset)
 	// OffsetsRetention is how long committed offsets are kept once they
 	// may expire (offsets.retention.minutes, with Kafka's semantics; see

@@ -89,8 +89,14 @@ func (p *Partition) TruncateTo(epoch int32, offset int64) error {
 	if err := p.log.TruncateTo(offset); err != nil {
 		return fmt.Errorf("partition %s-%d: truncate to %d: %w", p.topic, p.index, offset, err)
 	}
+	// Into a gap the cleaner left, the log ends below offset.
+	offset = p.log.NextOffset()
 	p.epochs.truncate(offset)
 	p.producers.truncate(offset)
+	// Markers cut off reopen their transactions: read them again.
+	if err := p.rebuildTxnsLocked(nil); err != nil {
+		return err
+	}
 	for {
 		cur := p.hwm.Load()
 		if cur <= offset || p.hwm.CompareAndSwap(cur, offset) {

@@ -233,7 +233,8 @@ func (p *Partition) AppendReplica(epoch int32, batches []byte, leaderHWM int64) 
 		return err
 	}
 	if len(batches) > 0 {
-		if err := p.log.Append(batches); err != nil {
+		// The leader's cleaner may have left gaps between its batches.
+		if err := p.log.AppendFrom(batches); err != nil {
 			return fmt.Errorf("partition %s-%d: replicate: %w", p.topic, p.index, err)
 		}
 		_ = segment.Split(batches, func(h segment.Header, _ []byte) error {
@@ -245,6 +246,7 @@ func (p *Partition) AppendReplica(epoch int32, batches []byte, leaderHWM int64) 
 			return nil
 		})
 		p.noteBatches(batches)
+		p.noteTxnBatches(batches)
 	}
 	p.advanceHWM(min(leaderHWM, p.log.NextOffset()))
 	return nil

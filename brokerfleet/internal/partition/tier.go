@@ -53,6 +53,9 @@ func (p *Partition) resetLocked(offset int64) error {
 	}
 	p.epochs = nil
 	p.producers = producers{}
+	p.txnMu.Lock()
+	p.txns = newTxnState()
+	p.txnMu.Unlock()
 	p.hwm.Store(offset)
 	p.logStart.Store(offset)
 	p.repMu.Lock()
@@ -62,11 +65,11 @@ func (p *Partition) resetLocked(offset int64) error {
 	return nil
 }
 
-// ClosedSegments returns the closed segments lying wholly below the high
-// watermark (committed, so identical on every replica): what may be
-// uploaded.
+// ClosedSegments returns the closed segments lying wholly below the last
+// stable offset (committed, so identical on every replica, and with every
+// transaction in them decided): what may be uploaded.
 func (p *Partition) ClosedSegments() []segment.SegmentInfo {
-	hwm := p.hwm.Load()
+	hwm := p.LastStableOffset()
 	var out []segment.SegmentInfo
 	for _, s := range p.log.Segments() {
 		if s.Active || s.Size == 0 || s.NextOffset > hwm {
@@ -87,9 +90,21 @@ func (p *Partition) OpenSegment(s segment.SegmentInfo) (segment.File, error) {
 	}
 	if size != s.Size {
 		f.Close()
-		return nil, fmt.Errorf("partition %s-%d: segment %d is %d bytes, expected %d", p.topic, p.index, s.BaseOffset, size, s.Size)
+		return nil, &SegmentChangedError{Topic: p.topic, Partition: p.index, Base: s.BaseOffset, Size: size, Want: s.Size}
 	}
 	return f, nil
+}
+
+// SegmentChangedError is returned by OpenSegment when the segment is no
+// longer the size its SegmentInfo says (the cleaner rewrote it).
+type SegmentChangedError struct {
+	Topic            string
+	Partition        int32
+	Base, Size, Want int64
+}
+
+func (e *SegmentChangedError) Error() string {
+	return fmt.Sprintf("partition %s-%d: segment %d is %d bytes, expected %d", e.Topic, e.Partition, e.Base, e.Size, e.Want)
 }
 
 // SetObjectDurable records that every batch below end is in the object

@@ -85,8 +85,9 @@ func (p *Partition) MaxTimestamp() (offset, ts int64, ok bool, err error) {
 // in batch until fn returns false. A compressed batch is inflated as a
 // stream, at most records.Bound of max.message.bytes.
 func eachRecordTimestamp(batch []byte, h segment.Header, maxMessageBytes int32, fn func(off, ts int64) bool) error {
-	if h.LogAppendTime() {
-		// Every record carries the batch's append time.
+	if h.LogAppendTime() && int64(h.NumRecords) == int64(h.LastOffsetDelta)+1 {
+		// Every record carries the batch's append time, and every offset
+		// has a record (the cleaner removed none).
 		for i := int64(0); i <= int64(h.LastOffsetDelta); i++ {
 			if !fn(h.BaseOffset+i, h.MaxTimestamp) {
 				return nil
@@ -95,6 +96,10 @@ func eachRecordTimestamp(batch []byte, h segment.Header, maxMessageBytes int32, 
 		return nil
 	}
 	return records.Each(batch, h, records.Bound(maxMessageBytes, len(batch)), records.Offsets, func(r *records.Record) bool {
-		return fn(h.BaseOffset+int64(r.OffsetDelta), h.FirstTimestamp+r.TimestampDelta)
+		ts := h.FirstTimestamp + r.TimestampDelta
+		if h.LogAppendTime() {
+			ts = h.MaxTimestamp
+		}
+		return fn(h.BaseOffset+int64(r.OffsetDelta), ts)
 	})
 }

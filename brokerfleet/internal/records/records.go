@@ -1,6 +1,8 @@
 // Package records reads the records inside a RecordBatch v2 for the few
-// places the broker must look into a batch (schema validation on produce,
-// ListOffsets by timestamp). A compressed batch is inflated as a stream and
+// places the broker must look into a batch (schema validation and the key
+// check of compacted topics on produce, ListOffsets by timestamp), and
+// rebuilds batches from a subset of their records for the log cleaner of
+// compacted topics (rebuild.go). A compressed batch is inflated as a stream and
 // parsed record by record, so what a batch costs in memory is the codec's
 // state (a zstd window, an lz4 block, a snappy chunk), never the inflated
 // size; and the stream is cut once it has produced more than a limit
@@ -56,8 +58,10 @@ type Record struct {
 	Index          int32 // position in the batch, from 0
 	OffsetDelta    int32
 	TimestampDelta int64
-	// With Values: the value's length (-1 for null) and its first bytes
-	// (up to ValuePrefix; valid only until fn returns).
+	// With Values: the key's length (-1 for null), the value's length
+	// (-1 for null) and its first bytes (up to ValuePrefix; valid only
+	// until fn returns).
+	KeyLen   int32
 	ValueLen int32
 	Value    []byte
 }
@@ -124,7 +128,7 @@ func each(in *bufio.Reader, count int32, limit int64, fields Fields, fn func(*Re
 		}
 		rec.OffsetDelta = int32(od)
 		if fields == Values {
-			if _, err := r.bytes(nil); err != nil {
+			if rec.KeyLen, err = r.bytes(nil); err != nil {
 				return malformed(i, "key", err)
 			}
 			n, err := r.bytes(prefix[:])

@@ -255,6 +255,7 @@ type partitionCfg struct {
 	retention      time.Duration
 	retentionBytes int64
 	object         bool // strata.durability=object
+	compact        bool // cleanup.policy has compact (compacted.go)
 }
 
 func (tg *Manager) led(objectOnly bool) []ledPartition {
@@ -265,8 +266,12 @@ func (tg *Manager) led(objectOnly bool) []ledPartition {
 	var out []ledPartition
 	for _, l := range tg.cat.Snapshot().Led(keep) {
 		cfg := l.Topic.Config
-		out = append(out, ledPartition{key: tierKey{l.Topic.Meta.ID, l.State.Partition}, name: l.Topic.Meta.Name, p: l.Part, epoch: l.State.LeaderEpoch,
-			cfg: partitionCfg{retention: cfg.Retention, retentionBytes: cfg.RetentionBytes, object: cfg.Durability == topic.DurabilityObject}})
+		pc := partitionCfg{retention: cfg.Retention, retentionBytes: cfg.RetentionBytes, object: cfg.Durability == topic.DurabilityObject, compact: cfg.Compact}
+		if cfg.NoDelete {
+			// cleanup.policy=compact: nothing expires, in S3 either.
+			pc.retention, pc.retentionBytes = -1, -1
+		}
+		out = append(out, ledPartition{key: tierKey{l.Topic.Meta.ID, l.State.Partition}, name: l.Topic.Meta.Name, p: l.Part, epoch: l.State.LeaderEpoch, cfg: pc})
 	}
 	return out
 }
@@ -391,10 +396,22 @@ func (tg *Manager) partitionRound(ctx context.Context, lp ledPartition) error {
 			if errors.Is(err, segment.ErrOffsetOutOfRange) {
 				continue // deleted meanwhile (DeleteRecords)
 			}
+			var changed *partition.SegmentChangedError
+			if errors.As(err, &changed) {
+				return nil // the cleaner rewrote it (a pass begun as a follower): next round
+			}
 			return err
 		}
 		cur, _ := tg.snapshot(st)
-		man, err := tg.t.Upload(ctx, lp.key.id, lp.key.partition, epoch, cur, seg, f)
+		key := Key(lp.key.id, lp.key.partition, seg.BaseOffset, epoch)
+		if lp.cfg.compact {
+			// Read after the open: the bytes are cleaned at most this far.
+			key = CompactedKey(lp.key.id, lp.key.partition, seg.BaseOffset, epoch, p.CleanedOffset())
+		}
+		// Every transaction in the segment is decided (it lies below the
+		// last stable offset): the aborted ones go with it.
+		aborted := p.AbortedTxns(seg.BaseOffset, seg.NextOffset)
+		man, err := tg.t.UploadAs(ctx, key, lp.key.id, lp.key.partition, epoch, cur, seg, f, aborted)
 		f.Close()
 		if errors.Is(err, ErrFenced) {
 			tg.setManifest(lp.key, st, man, true)
@@ -409,6 +426,11 @@ func (tg *Manager) partitionRound(ctx context.Context, lp ledPartition) error {
 		}
 		end = SegmentEnd(man)
 		p.SetTier(Start(man), end)
+	}
+	if lp.cfg.compact {
+		if err := tg.recompact(ctx, lp, st); err != nil {
+			return err
+		}
 	}
 	if lp.cfg.retention >= 0 || lp.cfg.retentionBytes >= 0 {
 		retention := lp.cfg.retention

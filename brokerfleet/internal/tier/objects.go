@@ -22,14 +22,30 @@ import (
 // is returned. A manifest written under a newer epoch fails with ErrFenced
 // and leaves the object for collection.
 func (t *Tier) Upload(ctx context.Context, id metastore.TopicID, partition, leaderEpoch int32, man metastore.Manifest, info segment.SegmentInfo, src io.ReaderAt) (metastore.Manifest, error) {
+	return t.UploadAs(ctx, Key(id, partition, info.BaseOffset, leaderEpoch), id, partition, leaderEpoch, man, info, src, nil)
+}
+
+// UploadAs is Upload to the object key given (CompactedKey for the
+// segments of a compacted topic), with the aborted transactions that
+// overlap the segment: their entries go to an object of their own,
+// created before the segment's (and named by its key), so read_committed
+// consumers of the tier drop the aborted records.
+func (t *Tier) UploadAs(ctx context.Context, key string, id metastore.TopicID, partition, leaderEpoch int32, man metastore.Manifest, info segment.SegmentInfo, src io.ReaderAt, aborted []AbortedTxn) (metastore.Manifest, error) {
 	if man.LeaderEpoch > leaderEpoch {
 		return man, fmt.Errorf("tier: upload %s/%d@%d: manifest has epoch %d: %w", id, partition, info.BaseOffset, man.LeaderEpoch, ErrFenced)
 	}
-	ref, err := t.storeSegment(ctx, id, partition, leaderEpoch, info, src)
+	var abortedKey string
+	if len(aborted) > 0 {
+		abortedKey = AbortedKey(key)
+		if err := objstore.PutIfAbsentIdempotent(ctx, t.opts.Store, abortedKey, encodeAborted(aborted)); err != nil {
+			return man, fmt.Errorf("tier: upload %s: %w", abortedKey, err)
+		}
+	}
+	ref, err := t.storeSegment(ctx, key, id, partition, leaderEpoch, info, src)
 	if err != nil {
 		return man, err
 	}
-	key := ref.Object
+	ref.Aborted = abortedKey
 	for attempt := 0; ; attempt++ {
 		next := man
 		next.LeaderEpoch = leaderEpoch
@@ -56,13 +72,12 @@ func (t *Tier) Upload(ctx context.Context, id metastore.TopicID, partition, lead
 
 // storeSegment creates a segment's object (its batches, then its offset
 // index) and returns the manifest entry that would reference it.
-func (t *Tier) storeSegment(ctx context.Context, id metastore.TopicID, partition, leaderEpoch int32, info segment.SegmentInfo, src io.ReaderAt) (metastore.SegmentRef, error) {
+func (t *Tier) storeSegment(ctx context.Context, key string, id metastore.TopicID, partition, leaderEpoch int32, info segment.SegmentInfo, src io.ReaderAt) (metastore.SegmentRef, error) {
 	index, err := t.buildIndex(io.NewSectionReader(src, 0, info.Size), info.Size)
 	if err != nil {
 		return metastore.SegmentRef{}, fmt.Errorf("tier: upload %s/%d@%d: %w", id, partition, info.BaseOffset, err)
 	}
 	body := &twoPart{a: io.NewSectionReader(src, 0, info.Size), b: bytes.NewReader(index), size: info.Size + int64(len(index))}
-	key := Key(id, partition, info.BaseOffset, leaderEpoch)
 	if err := objstore.PutReaderIfAbsentIdempotent(ctx, t.opts.Store, key, body, body.size); err != nil {
 		return metastore.SegmentRef{}, fmt.Errorf("tier: upload %s: %w", key, err)
 	}

@@ -72,7 +72,7 @@ func TestTenThousandSegments(t *testing.T) {
 		next.Segments = append([]metastore.SegmentRef(nil), man.Segments...)
 		for end := s + 100; s < end; s++ {
 			body, info := seg(s)
-			ref, err := tier.StoreSegment(e.t, ctx, e.id, 0, 1, info, bytes.NewReader(body))
+			ref, err := tier.StoreSegment(e.t, ctx, tier.Key(e.id, 0, info.BaseOffset, 1), e.id, 0, 1, info, bytes.NewReader(body))
 			require.NoError(t, err)
 			next.Segments = append(next.Segments, ref)
 		}

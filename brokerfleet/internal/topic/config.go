@@ -25,6 +25,16 @@ const (
 	MessageTimestampType = "message.timestamp.type"
 	Durability           = "strata.durability"
 	UncleanElection      = "unclean.leader.election.enable"
+	MinCleanableRatio    = "min.cleanable.dirty.ratio"
+	MinCompactionLagMs   = "min.compaction.lag.ms"
+	MaxCompactionLagMs   = "max.compaction.lag.ms"
+	DeleteRetentionMs    = "delete.retention.ms"
+)
+
+// Cleanup policies (cleanup.policy is a list of them).
+const (
+	PolicyDelete  = "delete"
+	PolicyCompact = "compact"
 )
 
 // Durability modes (strata.durability).
@@ -62,6 +72,33 @@ type Config struct {
 	// SchemaValidation rejects records whose value does not carry the
 	// Confluent header with an id registered under <topic>-value.
 	SchemaValidation bool
+
+	// Compact and NoDelete are cleanup.policy: Compact when it holds
+	// "compact" (the cleaner keeps the latest record of every key, and
+	// records need keys), NoDelete when it lacks "delete" (retention.* do
+	// not apply). The zero value is "delete".
+	Compact, NoDelete bool
+	// MinCleanableRatio is the share of the log's bytes that must be dirty
+	// (not yet compacted) before the cleaner takes it on.
+	MinCleanableRatio float64
+	// MinCompactionLag: a record stays uncompacted at least this long;
+	// MaxCompactionLag: a dirty record is compacted within about this long,
+	// whatever the dirty ratio (MaxDuration: never forced).
+	MinCompactionLag, MaxCompactionLag time.Duration
+	// DeleteRetention is how long a tombstone (a null value) stays after
+	// the cleaner first passed it.
+	DeleteRetention time.Duration
+}
+
+// MaxDuration is a duration config's "for ever" (Long.MAX_VALUE ms).
+const MaxDuration = time.Duration(math.MaxInt64)
+
+// millis converts a millisecond count to a duration, saturating.
+func millis(n int64) time.Duration {
+	if n > math.MaxInt64/int64(time.Millisecond) {
+		return MaxDuration
+	}
+	return time.Duration(n) * time.Millisecond
 }
 
 // Kind is a config value's type, as DescribeConfigs reports it.
@@ -73,6 +110,7 @@ const (
 	KindString  Kind = 2
 	KindInt     Kind = 3
 	KindLong    Kind = 5
+	KindDouble  Kind = 6
 	KindList    Kind = 7
 )
 
@@ -88,12 +126,56 @@ type Def struct {
 
 var defs = []Def{
 	{Name: CleanupPolicy, Kind: KindList, Default: "delete",
-		Doc: "Only \"delete\" is supported: old segments are removed by retention.ms and retention.bytes.",
-		parse: func(v string, _ *Config) error {
-			if strings.TrimSpace(v) != "delete" {
-				return fmt.Errorf("%q is not supported; only \"delete\"", v)
+		Doc: "\"delete\" removes old segments by retention.ms and retention.bytes; \"compact\" keeps the latest record of every key (records need keys); \"compact,delete\" does both.",
+		parse: func(v string, c *Config) error {
+			var del bool
+			c.Compact = false
+			for _, p := range strings.Split(v, ",") {
+				switch strings.TrimSpace(p) {
+				case PolicyDelete:
+					del = true
+				case PolicyCompact:
+					c.Compact = true
+				default:
+					return fmt.Errorf("%q is not a list of delete and compact", v)
+				}
 			}
+			c.NoDelete = !del
 			return nil
+		}},
+	{Name: DeleteRetentionMs, Kind: KindLong, Default: "86400000",
+		Doc: "How long a tombstone (a record with a null value) of a compacted topic is kept after the cleaner first passed it; a consumer reading from the start must finish within it to see every delete.",
+		parse: func(v string, c *Config) error {
+			n, err := parseInt(v, 0, math.MaxInt64)
+			c.DeleteRetention = millis(n)
+			return err
+		}},
+	{Name: MaxCompactionLagMs, Kind: KindLong, Default: "9223372036854775807",
+		Doc: "The longest a record of a compacted topic stays uncompacted: past it the log is cleaned whatever its dirty ratio (the active segment is rolled for it).",
+		parse: func(v string, c *Config) error {
+			n, err := parseInt(v, 1, math.MaxInt64)
+			c.MaxCompactionLag = millis(n)
+			return err
+		}},
+	{Name: MinCleanableRatio, Kind: KindDouble, Default: "0.5",
+		Doc: "The share of a compacted log's bytes not yet cleaned at which the cleaner takes it on.",
+		parse: func(v string, c *Config) error {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				return fmt.Errorf("%q is not a number", v)
+			}
+			if !(f >= 0 && f <= 1) {
+				return fmt.Errorf("%v is outside [0, 1]", f)
+			}
+			c.MinCleanableRatio = f
+			return nil
+		}},
+	{Name: MinCompactionLagMs, Kind: KindLong, Default: "0",
+		Doc: "The least time a record of a compacted topic stays uncompacted.",
+		parse: func(v string, c *Config) error {
+			n, err := parseInt(v, 0, math.MaxInt64)
+			c.MinCompactionLag = millis(n)
+			return err
 		}},
 	{Name: MaxMessageBytes, Kind: KindInt, Default: "1048588",
 		Doc: "The largest record batch the topic accepts, in bytes.",
@@ -291,6 +373,10 @@ func (d Defaults) Resolve(overrides map[string]string) (Config, error) {
 		if _, ok := defIndex[k]; !ok {
 			return Config{}, fmt.Errorf("%w: unknown topic config %q", ErrInvalidConfig, k)
 		}
+	}
+	if c.MaxCompactionLag < c.MinCompactionLag {
+		return Config{}, fmt.Errorf("%w: %s: %d is below %s %d", ErrInvalidConfig, MaxCompactionLagMs,
+			c.MaxCompactionLag.Milliseconds(), MinCompactionLagMs, c.MinCompactionLag.Milliseconds())
 	}
 	if c.LocalRetention == -2*time.Millisecond {
 		c.LocalRetention = c.Retention

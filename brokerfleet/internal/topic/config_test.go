@@ -27,12 +27,32 @@ func valueCases() []valueCase {
 	i32p1 := fmt.Sprint(int64(math.MaxInt32) + 1)
 	return []valueCase{
 		// cleanup.policy
-		{key: topic.CleanupPolicy, value: "delete"},
+		{key: topic.CleanupPolicy, value: "delete", check: func(t *testing.T, c topic.Config) { require.True(t, !c.NoDelete && !c.Compact) }},
 		{key: topic.CleanupPolicy, value: " delete "},
-		{key: topic.CleanupPolicy, value: "compact", wantErr: `only "delete"`},
-		{key: topic.CleanupPolicy, value: "delete,compact", wantErr: `only "delete"`},
-		{key: topic.CleanupPolicy, value: "Delete", wantErr: `only "delete"`},
-		{key: topic.CleanupPolicy, value: "", wantErr: `only "delete"`},
+		{key: topic.CleanupPolicy, value: "compact", check: func(t *testing.T, c topic.Config) { require.True(t, c.Compact && c.NoDelete) }},
+		{key: topic.CleanupPolicy, value: "compact,delete", check: func(t *testing.T, c topic.Config) { require.True(t, c.Compact && !c.NoDelete) }},
+		{key: topic.CleanupPolicy, value: "delete, compact", check: func(t *testing.T, c topic.Config) { require.True(t, c.Compact && !c.NoDelete) }},
+		{key: topic.CleanupPolicy, value: "Delete", wantErr: `not a list of delete and compact`},
+		{key: topic.CleanupPolicy, value: "", wantErr: `not a list of delete and compact`},
+		{key: topic.CleanupPolicy, value: "compact,", wantErr: `not a list of delete and compact`},
+
+		// min.cleanable.dirty.ratio: a double in [0, 1]
+		{key: topic.MinCleanableRatio, value: "0.5", check: func(t *testing.T, c topic.Config) { require.Equal(t, 0.5, c.MinCleanableRatio) }},
+		{key: topic.MinCleanableRatio, value: "0"},
+		{key: topic.MinCleanableRatio, value: "1"},
+		{key: topic.MinCleanableRatio, value: "1.01", wantErr: "outside [0, 1]"},
+		{key: topic.MinCleanableRatio, value: "-0.1", wantErr: "outside [0, 1]"},
+		{key: topic.MinCleanableRatio, value: "NaN", wantErr: "outside [0, 1]"},
+		{key: topic.MinCleanableRatio, value: "half", wantErr: "not a number"},
+
+		// min/max.compaction.lag.ms, delete.retention.ms
+		{key: topic.MinCompactionLagMs, value: "0"},
+		{key: topic.MinCompactionLagMs, value: "-1", wantErr: "outside"},
+		{key: topic.MaxCompactionLagMs, value: "9223372036854775807", check: func(t *testing.T, c topic.Config) { require.Equal(t, topic.MaxDuration, c.MaxCompactionLag) }},
+		{key: topic.MaxCompactionLagMs, value: "0", wantErr: "outside"},
+		{key: topic.DeleteRetentionMs, value: "1000", check: func(t *testing.T, c topic.Config) { require.Equal(t, time.Second, c.DeleteRetention) }},
+		{key: topic.DeleteRetentionMs, value: "-1", wantErr: "outside"},
+		{key: topic.DeleteRetentionMs, value: "day", wantErr: "not an integer"},
 
 		// max.message.bytes: [0, MaxInt32]
 		{key: topic.MaxMessageBytes, value: "0", check: func(t *testing.T, c topic.Config) { require.Zero(t, c.MaxMessageBytes) }},
@@ -192,6 +212,9 @@ func builtinConfig() topic.Config {
 		MinInsyncReplicas:   1,
 		LogAppendTime:       false,
 		Durability:          topic.DurabilityReplicated,
+		MinCleanableRatio:   0.5,
+		MaxCompactionLag:    topic.MaxDuration,
+		DeleteRetention:     24 * time.Hour,
 	}
 }
 
@@ -304,7 +327,13 @@ func TestResolve(t *testing.T) {
 				MinInsyncReplicas:   2,
 				LogAppendTime:       true,
 				Durability:          topic.DurabilityFsync,
+				MinCleanableRatio:   0.5,
+				MaxCompactionLag:    topic.MaxDuration,
+				DeleteRetention:     24 * time.Hour,
 			}},
+		{name: "max.compaction.lag.ms below min", defaults: d,
+			overrides: map[string]string{topic.MinCompactionLagMs: "5000", topic.MaxCompactionLagMs: "4000"},
+			wantErr:   "max.compaction.lag.ms: 4000 is below min.compaction.lag.ms 5000"},
 		{name: "unknown key", defaults: d, overrides: map[string]string{"retention.hours": "1"},
 			wantErr: `unknown topic config "retention.hours"`},
 		{name: "unknown key beside valid keys", defaults: d,
@@ -344,6 +373,7 @@ func TestDefsAndLookup(t *testing.T) {
 		topic.MaxMessageBytes, topic.MinInsyncReplicas, topic.CleanupPolicy,
 		topic.MessageTimestampType, topic.Durability, topic.UncleanElection,
 		topic.LocalRetentionMs, topic.LocalRetentionBytes, topic.SchemaValidation,
+		topic.MinCleanableRatio, topic.MinCompactionLagMs, topic.MaxCompactionLagMs, topic.DeleteRetentionMs,
 	}
 	defs := topic.Defs()
 	require.Len(t, defs, len(keys))
@@ -367,6 +397,10 @@ func TestDefsAndLookup(t *testing.T) {
 		topic.LocalRetentionMs:     topic.KindLong,
 		topic.LocalRetentionBytes:  topic.KindLong,
 		topic.SchemaValidation:     topic.KindBoolean,
+		topic.MinCleanableRatio:    topic.KindDouble,
+		topic.MinCompactionLagMs:   topic.KindLong,
+		topic.MaxCompactionLagMs:   topic.KindLong,
+		topic.DeleteRetentionMs:    topic.KindLong,
 	}
 	for _, key := range keys {
 		def, ok := topic.Lookup(key)
