@@ -168,11 +168,11 @@ func TestDashboardQueriesParse(t *testing.T) {
 // TestObservabilityMetricsExistInDev: every metric an alert or a
 // dashboard panel reads is in a scrape of a `brokerfleet dev` cluster that
 // has produced, replicated, consumed in a group, committed, failed a
-// request and uploaded to its S3 tier; and every strata_* metric the
-// brokers export has a panel.
+// request, used its S3 tier, compacted a topic and aborted a transaction;
+// and every strata_* metric the brokers export has a panel.
 func TestObservabilityMetricsExistInDev(t *testing.T) {
 	p := startProcess(t, "dev", "-listen", "127.0.0.1:0", "-http", "127.0.0.1:0", "-registry", "",
-		"-data", t.TempDir(), "-group-stats-interval", "200ms")
+		"-data", t.TempDir(), "-group-stats-interval", "200ms", "-cleaner-backoff", "200ms")
 	urls := metricsURLs(t, p)
 	require.Len(t, urls, 3, "one /metrics per broker")
 
@@ -205,6 +205,22 @@ func TestObservabilityMetricsExistInDev(t *testing.T) {
 	require.NoError(t, err)
 	defer strays.Close()
 	_ = strays.ProduceSync(ctx, &kgo.Record{Topic: "observed", Partition: 7, Value: []byte("nowhere")})
+
+	// A compacted topic (the cleaner's per-replica series) and an aborted
+	// transaction (the abort counter).
+	compacted, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, "observed-compacted")
+	require.NoError(t, err)
+	require.NoError(t, compacted.Err)
+	for i := 0; i < 20; i++ {
+		cl.Produce(ctx, &kgo.Record{Topic: "observed-compacted", Key: []byte(fmt.Sprint(i % 4)), Value: []byte("v")}, nil)
+	}
+	require.NoError(t, cl.Flush(ctx))
+	txn, err := kgo.NewClient(kgo.SeedBrokers(p.addrs...), kgo.TransactionalID("observer"))
+	require.NoError(t, err)
+	defer txn.Close()
+	require.NoError(t, txn.BeginTransaction())
+	require.NoError(t, txn.ProduceSync(ctx, &kgo.Record{Topic: "observed", Value: []byte("never")}).FirstErr())
+	require.NoError(t, txn.EndTransaction(ctx, kgo.TryAbort))
 
 	used := map[string][]string{} // metric -> where it is used
 	for _, g := range readRules(t).Groups {
