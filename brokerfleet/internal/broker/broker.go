@@ -54,7 +54,7 @@ type Broker struct {
 	tier     *tier.Manager    // nil without an object store
 	cleaner  *cleaner.Cleaner // nil when Config.Cleaner.Threads is 0
 	coord    *group.Coordinator
-	offsets  *offsetsTopic // the __consumer_offsets copy of commits (off unless OffsetsTopicPartitions)
+	offsets  *offsetsTopic    // the __consumer_offsets copy of commits (off unless OffsetsTopicPartitions)
 	txn      *txn.Coordinator // the transaction coordinator
 	peers    *peers           // requests to other brokers (markers, verification)
 	metrics  *metrics.Broker
