@@ -3,7 +3,7 @@ GO        ?= go
 FUZZTIME  ?= 20s
 BENCHARGS ?=
 
-.PHONY: test e2e bench fuzz lint build lambdas infra-test demo chaos
+.PHONY: test e2e bench fuzz lint build lambdas infra-test demo chaos compat
 
 build:
 	$(GO) build ./...
@@ -19,6 +19,16 @@ test:
 	$(GO) test -race -count=1 -tags chaos -run '^(TestCheck|TestHistory)' ./e2e/chaos/
 	$(GO) test -count=1 -run '^TestHostileClients$$' ./brokerfleet/internal/broker/
 
+# franz-go's own pkg/kgo integration tests (the version in go.mod, copied
+# from the module cache) against a fresh `brokerfleet dev` on random ports,
+# judged against e2e/compat/expected-failures.txt: an unlisted failure or a
+# listed test that passes fails the run. COMPATARGS go to the runner (e.g.
+# -run TestGroupETL -keep). Needs the Go module proxy for the suite's own
+# dependencies the first time.
+COMPATARGS ?=
+compat:
+	$(GO) run ./e2e/compat/cmd/compat $(COMPATARGS)
+
 # The CDK app (its own module, so the broker's tests never compile CDK):
 # template assertions, the IAM check and a real offline `cdk synth` (needs
 # `npm ci --prefix infra`; forced on by STRATA_REQUIRE_ALL=1).
@@ -26,8 +36,11 @@ infra-test:
 	cd infra && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
 
 # The order pipeline (e2e/orders) against a fresh `brokerfleet dev` in a
-# temporary directory, with a live summary. PostgreSQL: $$STRATA_POSTGRES_URL,
-# or a throwaway server from Debian's postgresql package. DEMOARGS go to
+# temporary directory, with a live summary, ending with billing's totals
+# (PostgreSQL) beside analytics' (read from ClickHouse). PostgreSQL:
+# $$STRATA_POSTGRES_URL, or a throwaway server from Debian's postgresql
+# package; ClickHouse: $$STRATA_CLICKHOUSE_URL, or a throwaway server from
+# Debian's clickhouse-server package (free ports). DEMOARGS go to
 # `orders demo` (e.g. -count 50000 -rate 5000). Needs ports 9092-9094, 8081
 # and 9644-9646 free.
 DEMOARGS ?=

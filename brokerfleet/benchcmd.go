@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/stratamq/strata/brokerfleet/internal/bench"
+	"github.com/stratamq/strata/pkg/latency"
 )
 
 const benchHelp = `usage: brokerfleet bench [flags]
@@ -64,6 +65,7 @@ type benchFlags struct {
 	idleFor                   time.Duration
 	tier, tierOnly            bool
 	tierSegment               int64
+	objectLatency             string
 	compaction, compactOnly   bool
 	compactSegment            int64
 }
@@ -84,7 +86,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&f.recordBytes, "record-bytes", "1KiB", "record value sizes")
 	fs.StringVar(&f.keyed, "keyed", "false", "keyed records (true: one of 10,000 keys, hash partitioned; false: no key)")
 	fs.StringVar(&f.parts, "partitions", "12", "partitions of the benchmark topic")
-	fs.StringVar(&f.acks, "acks", "all", "producer acks: all (idempotent) or 1")
+	fs.StringVar(&f.acks, "acks", "all", "producer acks: all (idempotent), 1, or transactional: txn-100ms (commit every 100 ms), txn-1000 (every 1,000 records)")
 	fs.StringVar(&f.durability, "durability", "replicated", "strata.durability of the topics: replicated, fsync or object (not sent to kfake)")
 	fs.BoolVar(&f.matrix, "matrix", false, "run the whole workload matrix (overrides the five lists above)")
 	fs.IntVar(&f.latency, "latency-samples", def.Latency, "one-in-flight produces timed per workload")
@@ -101,6 +103,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&f.tier, "tier", false, "afterwards, measure the S3 tier (one in-process broker on an S3 stand-in: PUTs per GiB, consume from S3, object durability)")
 	fs.BoolVar(&f.tierOnly, "tier-only", false, "measure only the S3 tier")
 	fs.Int64Var(&f.tierSegment, "tier-segment-bytes", 64<<20, "segment.bytes of the S3-tier measurement")
+	fs.StringVar(&f.objectLatency, "object-latency", "s3-standard,s3-express", "the S3-tier measurement also times strata.durability=object with the stand-ins behind these S3 latency models (presets s3-standard, s3-express, or p50/p99 as 25ms/80ms), separated by commas, each with DynamoDB's latency (p50 4ms, p99 12ms) on the metastore; empty: none")
 	fs.BoolVar(&f.compaction, "compaction", false, "afterwards, measure compacted topics (one in-process broker: produce throughput to a cleanup.policy=delete topic and to a compact one while its cleaner runs, the cleaner's throughput)")
 	fs.BoolVar(&f.compactOnly, "compaction-only", false, "measure only compacted topics")
 	fs.Int64Var(&f.compactSegment, "compaction-segment-bytes", 8<<20, "segment.bytes of the compaction measurement")
@@ -112,6 +115,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfgs, err := f.workloads(def, set)
 	if err != nil {
 		return usageError{err}
+	}
+	if _, err := parseObjectLatency(f.objectLatency); err != nil {
+		return err
 	}
 	if f.compactOnly {
 		if f.compaction || f.tier || f.tierOnly {
@@ -125,7 +131,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		cfg := cfgs[0]
 		cfg.Partitions = 6
-		return runTierBench(ctx, cfg, f.tierSegment, stdout, stderr)
+		return runTierBench(ctx, cfg, f.tierSegment, f.objectLatency, stdout, stderr)
 	}
 	targets := splitList(f.targets)
 	for _, t := range targets {
@@ -285,7 +291,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if failed == nil && f.tier {
 		cfg := cfgs[0]
 		cfg.Partitions = 6
-		failed = runTierBench(ctx, cfg, f.tierSegment, stdout, stderr)
+		failed = runTierBench(ctx, cfg, f.tierSegment, f.objectLatency, stdout, stderr)
 	}
 	if failed == nil && f.compaction {
 		failed = runCompactionBench(ctx, cfgs[0], f.compactSegment, stdout, stderr)
@@ -554,12 +560,33 @@ func runBenchKfake(ctx context.Context, stdout io.Writer) error {
 	return nil
 }
 
-func runTierBench(ctx context.Context, cfg bench.Config, segmentBytes int64, stdout, stderr io.Writer) error {
+// parseObjectLatency reads -object-latency: latency models separated by
+// commas, each a preset or p50/p99.
+func parseObjectLatency(list string) ([]latency.Model, error) {
+	var models []latency.Model
+	for _, spec := range strings.Split(list, ",") {
+		if strings.TrimSpace(spec) == "" {
+			continue
+		}
+		m, err := latency.Parse(strings.ReplaceAll(spec, "/", ","))
+		if err != nil {
+			return nil, usageError{fmt.Errorf("invalid value %q for flag -object-latency: %w", list, err)}
+		}
+		models = append(models, m)
+	}
+	return models, nil
+}
+
+func runTierBench(ctx context.Context, cfg bench.Config, segmentBytes int64, objectLatency string, stdout, stderr io.Writer) error {
 	if segmentBytes < 1024 {
 		return usageError{fmt.Errorf("invalid value %d for flag -tier-segment-bytes: below 1024", segmentBytes)}
 	}
+	models, err := parseObjectLatency(objectLatency)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintln(stdout, "== strata: S3 tier")
-	tr, err := benchTier(ctx, cfg, segmentBytes, stdout, stderr)
+	tr, err := benchTier(ctx, cfg, segmentBytes, models, stdout, stderr)
 	if err != nil {
 		return err
 	}

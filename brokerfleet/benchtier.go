@@ -18,6 +18,7 @@ import (
 	"github.com/stratamq/strata/brokerfleet/internal/bench"
 	"github.com/stratamq/strata/brokerfleet/internal/broker"
 	"github.com/stratamq/strata/brokerfleet/internal/tier"
+	"github.com/stratamq/strata/pkg/latency"
 	"github.com/stratamq/strata/pkg/objstore"
 	"github.com/stratamq/strata/pkg/objstore/s3local"
 	"github.com/stratamq/strata/pkg/objstore/s3store"
@@ -35,11 +36,21 @@ type tierResult struct {
 	fromS3Share    float64       // share of the consumed offsets below the local log start
 	// strata.durability=object: one-in-flight acks=all latency, and the
 	// S3 PUTs and throughput of a burst.
-	objP50, objP99      time.Duration
+	objP50, objP99  time.Duration
+	objP999, objMax time.Duration
+	// the same one-in-flight latency with the stand-ins behind latency
+	// models (the S3 model named, DynamoDB's preset on the metastore)
+	objModels           []objLatency
 	objBurstMBps        float64
 	objBurstPuts        int64
 	objBurstSecs        float64
 	objectFlushInterval time.Duration
+}
+
+// objLatency is object-durability latency under one S3 latency model.
+type objLatency struct {
+	s3, meta                latency.Model
+	p50, p99, p999, maximum time.Duration
 }
 
 // benchTier produces cfg.TotalBytes into two topics of one broker tiering
@@ -47,7 +58,7 @@ type tierResult struct {
 // SDK): one keeps its local segments, the other deletes them once
 // uploaded. It reports S3 requests per GiB uploaded and consume
 // throughput from local disk versus from S3.
-func benchTier(ctx context.Context, cfg bench.Config, segmentBytes int64, stdout, stderr io.Writer) (tierResult, error) {
+func benchTier(ctx context.Context, cfg bench.Config, segmentBytes int64, models []latency.Model, stdout, stderr io.Writer) (tierResult, error) {
 	res := tierResult{segmentBytes: segmentBytes}
 	dir, err := os.MkdirTemp("", "strata-bench-tier-")
 	if err != nil {
@@ -64,14 +75,16 @@ func benchTier(ctx context.Context, cfg bench.Config, segmentBytes int64, stdout
 		return res, err
 	}
 	counting := objstore.NewCounting(st)
-	mf := metaFlags{spec: "embedded"}
+	// No latency until the object-durability models are measured.
+	s3Lat, metaLat := latency.NewInjector(latency.Model{}), latency.NewInjector(latency.Model{})
+	mf := metaFlags{spec: "embedded", latency: metaLat}
 	meta, closer, err := mf.open(ctx, dir)
 	if err != nil {
 		return res, err
 	}
 	defer closer.Close()
 	bcfg := broker.DefaultConfig()
-	bcfg.DataDir, bcfg.Meta, bcfg.Objects = filepath.Join(dir, "broker-0"), meta, counting
+	bcfg.DataDir, bcfg.Meta, bcfg.Objects = filepath.Join(dir, "broker-0"), meta, objstore.NewDelayed(counting, s3Lat)
 	bcfg.TierInterval, bcfg.MaintenanceInterval = 200*time.Millisecond, 200*time.Millisecond
 	bcfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -178,16 +191,35 @@ func benchTier(ctx context.Context, cfg bench.Config, segmentBytes int64, stdout
 		return res, err
 	}
 	defer prod.Close()
-	lats := make([]time.Duration, 0, 300)
-	for i := 0; i < cap(lats); i++ {
-		t0 := time.Now()
-		if err := prod.ProduceSync(pctx, &kgo.Record{Value: value}).FirstErr(); err != nil {
-			return res, fmt.Errorf("produce to %s: %w", obj, err)
+	oneInFlight := func() (objLatency, error) {
+		lats := make([]time.Duration, 0, 1000)
+		for i := 0; i < cap(lats); i++ {
+			t0 := time.Now()
+			if err := prod.ProduceSync(pctx, &kgo.Record{Value: value}).FirstErr(); err != nil {
+				return objLatency{}, fmt.Errorf("produce to %s: %w", obj, err)
+			}
+			lats = append(lats, time.Since(t0))
 		}
-		lats = append(lats, time.Since(t0))
+		slices.Sort(lats)
+		return objLatency{p50: lats[len(lats)/2], p99: lats[len(lats)*99/100], p999: lats[len(lats)*999/1000], maximum: lats[len(lats)-1]}, nil
 	}
-	slices.Sort(lats)
-	res.objP50, res.objP99 = lats[len(lats)/2], lats[len(lats)*99/100]
+	l, err := oneInFlight()
+	if err != nil {
+		return res, err
+	}
+	res.objP50, res.objP99, res.objP999, res.objMax = l.p50, l.p99, l.p999, l.maximum
+	for _, m := range models {
+		s3Lat.SetModel(m)
+		metaLat.SetModel(latency.Presets["dynamodb"])
+		l, err := oneInFlight()
+		if err != nil {
+			return res, err
+		}
+		l.s3, l.meta = m, latency.Presets["dynamodb"]
+		res.objModels = append(res.objModels, l)
+	}
+	s3Lat.SetModel(latency.Model{})
+	metaLat.SetModel(latency.Model{})
 	counting.Reset()
 	burst := min(n, (256<<20)/int64(cfg.RecordBytes))
 	d, err = bench.Produce(pctx, cfg, prod, value, burst, nil, nil)
@@ -251,7 +283,12 @@ func reportTier(w io.Writer, r tierResult) {
 	fmt.Fprintf(w, "%-44s %10.1f MB/s  (%.0f%% of the offsets from S3, %d ranged GETs)\n", "consume from the S3 tier", r.s3MBps, 100*r.fromS3Share, r.gets)
 	fmt.Fprintf(w, "%-44s %10.2f\n", "ratio S3 / local", r.s3MBps/r.localMBps)
 	fmt.Fprintf(w, "\nstrata.durability=object (acks=all waits for the S3 PUT and the manifest write; flush every %v)\n", r.objectFlushInterval)
-	fmt.Fprintf(w, "%-44s %10.1f ms / %.1f ms\n", "produce latency p50 / p99 (1 in flight)", float64(r.objP50)/1e6, float64(r.objP99)/1e6)
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	fmt.Fprintf(w, "%-44s %10.1f ms / %.1f ms / %.1f ms / %.1f ms\n", "produce latency p50 / p99 / p99.9 / max (1 in flight)", ms(r.objP50), ms(r.objP99), ms(r.objP999), ms(r.objMax))
+	for _, m := range r.objModels {
+		fmt.Fprintf(w, "%-44s %10.1f ms / %.1f ms / %.1f ms / %.1f ms  (S3 p50 %v, p99 %v; metastore p50 %v, p99 %v)\n",
+			"  with "+m.s3.String()+" and dynamodb latency", ms(m.p50), ms(m.p99), ms(m.p999), ms(m.maximum), m.s3.P50, m.s3.P99, m.meta.P50, m.meta.P99)
+	}
 	fmt.Fprintf(w, "%-44s %10.1f MB/s, %d PUTs in %.1f s (%.1f PUTs/s, at most 1 per flush interval per broker)\n",
 		"burst throughput", r.objBurstMBps, r.objBurstPuts, r.objBurstSecs, float64(r.objBurstPuts)/r.objBurstSecs)
 }

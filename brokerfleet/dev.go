@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/stratamq/strata/brokerfleet/internal/broker"
+	"github.com/stratamq/strata/pkg/latency"
+	"github.com/stratamq/strata/pkg/objstore"
 )
 
 const devHelp = `usage: brokerfleet dev [flags]
@@ -51,6 +53,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	racksFlag := fs.String("racks", "", "comma-separated racks, one per broker: broker i gets the i-th (e.g. az-a,az-b,az-c; empty: no racks)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file at shutdown")
 	memProfile := fs.String("memprofile", "", "write an allocation profile (pprof allocs: every allocation since start) to this file at shutdown")
+	s3Latency := fs.String("s3-latency", "none", "latency the S3 stand-in adds to each request, to see what a deployment would: a model (s3-standard: p50 25ms, p99 80ms; s3-express: 4ms, 10ms; none) or p50,p99 (e.g. 25ms,80ms), log-normal")
+	metaLatency := fs.String("metastore-latency", "none", "latency the embedded metastore adds to each request: a model (dynamodb: p50 4ms, p99 12ms; none) or p50,p99, log-normal")
 	if err := parseFlags(fs, args, stderr, false); err != nil {
 		return err
 	}
@@ -113,7 +117,19 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := cfg.ValidateSettings(); err != nil {
 		return usageError{err}
 	}
+	s3Model, err := latency.Parse(*s3Latency)
+	if err != nil {
+		return usageError{fmt.Errorf("invalid value for flag -s3-latency: %w", err)}
+	}
+	metaModel, err := latency.Parse(*metaLatency)
+	if err != nil {
+		return usageError{fmt.Errorf("invalid value for flag -metastore-latency: %w", err)}
+	}
 	mf := metaFlags{spec: "embedded"}
+	if !metaModel.IsZero() {
+		mf.latency = latency.NewInjector(metaModel)
+		logger.Info("metastore latency", "model", metaModel.String(), "p50", metaModel.P50, "p99", metaModel.P99)
+	}
 	meta, closer, err := mf.open(ctx, cfg.DataDir)
 	if err != nil {
 		return err
@@ -127,6 +143,10 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		defer s3closer.Close()
 		cfg.Objects = objects
+		if !s3Model.IsZero() {
+			cfg.Objects = objstore.NewDelayed(objects, latency.NewInjector(s3Model))
+			logger.Info("S3 stand-in latency", "model", s3Model.String(), "p50", s3Model.P50, "p99", s3Model.P99)
+		}
 		logger.Info("S3 tier on an in-process stand-in", "endpoint", url, "bucket", devBucket)
 	}
 	var specs []brokerSpec

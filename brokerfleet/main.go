@@ -41,6 +41,7 @@ commands:
   brokers list brokers, or drain one (move its replicas off) before stopping it
   partitions reassign partitions, list reassignments or elect leaders
   lag     a live view of consumer group lag per group, topic and partition
+  transactions list, describe, find hanging or abort transactions (admin API, -bootstrap)
   health  exit 0 if a broker is healthy (its -http /healthz answers 200), else 1
   dlq     list, show, replay or purge dead letters (via the DLQ console, -console)
   trigger invoke a Lambda function with a topic's records, as AWS's Kafka event source
@@ -89,6 +90,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runPartitions(ctx, args[1:], stdout, stderr)
 	case "lag":
 		err = runLag(ctx, args[1:], stdout, stderr)
+	case "transactions":
+		err = runTransactions(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

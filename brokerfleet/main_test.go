@@ -231,6 +231,10 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 		{[]string{"bench", "-targets", ""}, "", "-bootstrap"},
 		{[]string{"bench", "-targets", "kfake", "-idle-partitions", "1000"}, "", "-idle-partitions"},
 		{[]string{"bench", "-disk-bytes", "-1"}, "", "-disk-bytes"},
+		{[]string{"bench", "-object-latency", "s3-standard,slow"}, "", "-object-latency"},
+		{[]string{"bench", "-object-latency", "80ms/25ms"}, "", "-object-latency"},
+		{[]string{"dev", "-s3-latency", "25ms"}, "", "-s3-latency"},
+		{[]string{"dev", "-metastore-latency", "dynamo"}, "", "-metastore-latency"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if c.env != "" {

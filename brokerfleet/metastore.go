@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/stratamq/strata/pkg/latency"
 	"github.com/stratamq/strata/pkg/metastore"
 	"github.com/stratamq/strata/pkg/metastore/embedded"
 )
@@ -19,6 +20,9 @@ type metaFlags struct {
 	endpoint string
 	region   string
 	create   bool
+	// latency, for the embedded store only: what each request waits
+	// first (dev's -metastore-latency, the bench's latency models).
+	latency *latency.Injector
 }
 
 func (m *metaFlags) register(fs *flag.FlagSet) {
@@ -42,6 +46,9 @@ func (m *metaFlags) open(ctx context.Context, dataDir string) (*metastore.Meta, 
 		s, err := embedded.Open(path)
 		if err != nil {
 			return nil, nil, err
+		}
+		if m.latency != nil {
+			return metastore.New(metastore.NewDelayed(s, m.latency)), s, nil
 		}
 		return metastore.New(s), s, nil
 	case strings.HasPrefix(m.spec, "dynamodb://"):

@@ -45,6 +45,9 @@ func TestMain(m *testing.M) {
 	if b := os.Getenv(memberEnv); b != "" {
 		runMember(b) // a consumer-group member process: never returns
 	}
+	if b := os.Getenv(txnEnv); b != "" {
+		runTransformer(b, os.Getenv(txnSlotEnv), os.Getenv(txnProcEnv)) // a transformer process: never returns
+	}
 	os.Exit(m.Run())
 }
 
@@ -88,10 +91,12 @@ type report struct {
 	Result *Result          `json:"result"`
 	// Table is the compacted topic's check (the compaction scenario).
 	Table *TableResult `json:"table,omitempty"`
+	// Txn is the transactional scenario's check of its output topic.
+	Txn *TxnResult `json:"txn,omitempty"`
 }
 
 func (r *report) pass() bool {
-	return r.Result != nil && r.Result.Valid && len(r.ReplicaDiffs) == 0 && (r.Table == nil || r.Table.Valid)
+	return r.Result != nil && r.Result.Valid && len(r.ReplicaDiffs) == 0 && (r.Table == nil || r.Table.Valid) && (r.Txn == nil || r.Txn.Valid)
 }
 
 func chaosDuration(t *testing.T) time.Duration {
@@ -135,6 +140,12 @@ func TestChaos(t *testing.T) {
 			mu.Unlock()
 		})
 	}
+	t.Run("txn", func(t *testing.T) {
+		r := runTxnScenario(t, seed, dur)
+		mu.Lock()
+		rows = append(rows, r)
+		mu.Unlock()
+	})
 }
 
 // TestChaosUnsafeAckIsCaught shows the checker fails a broker that breaks
@@ -342,5 +353,10 @@ func table(rows []*report) string {
 			res.MaxAckGap.Round(10*time.Millisecond), p50, mx, tbl, verdict)
 	}
 	tw.Flush()
+	for _, r := range rows {
+		if r.Txn != nil {
+			fmt.Fprintf(&b, "%s output: %s\n", r.Scenario, r.Txn.Summary())
+		}
+	}
 	return b.String()
 }

@@ -232,6 +232,7 @@ func (c *cluster) start(i int) {
 		"-bucket", "s3://strata/chaos", "-s3-endpoint", "http://" + c.s3[i].Addr(), "-tier-interval", "200ms",
 		"-lease", lease.String(), "-lease-margin", "500ms", "-replica-lag-max", "2s", "-watch-interval", "200ms",
 		"-leader-rebalance-interval", "10s", "-log-level", cmp.Or(os.Getenv(logLevelEnv), "info"),
+		"-transaction-check-interval", "500ms",
 		"-http", c.http[i],
 		"-test-peer-dial", strings.Join(dial, ","),
 	}
@@ -450,17 +451,39 @@ func (c *cluster) healthy(ctx context.Context) bool {
 // each partition byte for byte up to ends[p] (the high watermark of the
 // final read). It returns the differences found.
 func (c *cluster) StopAndCompare(ends map[int32]int64) []string {
+	return c.StopAndCompareTopics(map[string]map[int32]int64{topicName: ends})
+}
+
+// StopAndCompareTopics is StopAndCompare for several topics, each with
+// its partitions' high watermarks.
+func (c *cluster) StopAndCompareTopics(ends map[string]map[int32]int64) []string {
 	for i := range brokers {
 		if err := c.Stop(i); err != nil {
 			c.t.Logf("stop broker %d: %v", i, err)
 		}
 	}
 	var diffs []string
+	for name, e := range ends {
+		for _, d := range c.compare(name, e) {
+			if name != topicName {
+				d = name + " " + d
+			}
+			diffs = append(diffs, d)
+		}
+	}
+	return diffs
+}
+
+// compare compares the stopped brokers' replicas of a topic.
+func (c *cluster) compare(name string, ends map[int32]int64) []string {
+	var diffs []string
 	for p := int32(0); p < partitions; p++ {
 		var logs [][]byte
 		var starts []int64
 		for i := range brokers {
-			matches, _ := filepath.Glob(filepath.Join(c.dir, fmt.Sprintf("data-%d", i), "logs", topicName+"-*", strconv.Itoa(int(p))))
+			// <topic>-<32 hex digits of its id>/<partition>
+			dir := name + "-" + strings.Repeat("[0-9a-f]", 32)
+			matches, _ := filepath.Glob(filepath.Join(c.dir, fmt.Sprintf("data-%d", i), "logs", dir, strconv.Itoa(int(p))))
 			if len(matches) != 1 {
 				diffs = append(diffs, fmt.Sprintf("partition %d: %d logs on broker %d", p, len(matches), i))
 				continue

@@ -69,6 +69,8 @@ type Op struct {
 	Error string `json:"error,omitempty"`
 	// table-send: the write is a delete (a null value)
 	Tomb bool `json:"tomb,omitempty"`
+	// txn (ok): whether the transaction committed
+	Committed bool `json:"committed,omitempty"`
 }
 
 // History records operations in order, from many goroutines. Ops get

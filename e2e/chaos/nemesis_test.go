@@ -26,7 +26,8 @@ type nemesis struct {
 	t   *testing.T
 	c   *cluster
 	h   *History
-	g   *group // consumer-group members, or nil
+	g   *group        // consumer-group members, or nil
+	tr  *transformers // the transactional scenario's transformers, or nil
 	rng *rand.Rand
 	ctx context.Context
 }

@@ -6,25 +6,30 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // RunAnalytics consumes Topic in group GroupAnalytics until ctx ends,
-// loading each poll's orders into analytics' order facts in one
-// transaction (LoadFacts: orders already there stay as they are, so
-// redelivered records and retried copies change nothing) and committing
-// the poll's offsets after it. loaded counts records handled.
+// loading each poll's orders into ClickHouse's order facts in one INSERT
+// (LoadFacts) and committing the poll's offsets after it. There is no
+// transaction: a crash between the INSERT and the commit, a failed commit
+// or a rewind writes records again, and the table's engine collapses the
+// copies by order id (MigrateFacts), so the collapsed view is the same as
+// if each record had been loaded once. loaded counts records loaded.
 func RunAnalytics(ctx context.Context, cfg ConsumerConfig, loaded *atomic.Int64) error {
-	if err := cfg.validate(); err != nil {
+	if err := cfg.validate(true); err != nil {
 		return err
 	}
-	conn, err := pgx.Connect(ctx, cfg.PostgresURL)
+	conn, err := OpenClickHouse(ctx, cfg.ClickHouseURL)
 	if err != nil {
-		return fmt.Errorf("orders: analytics: connect to PostgreSQL: %w", err)
+		return fmt.Errorf("orders: analytics: %w", err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if err := Migrate(ctx, conn, cfg.Schemas); err != nil {
+	defer conn.Close()
+	if v, err := conn.ServerVersion(); err == nil {
+		cfg.Logger.Info("analytics: ClickHouse", "version", v.Version.String(), "revision", v.Revision, "database", cfg.AnalyticsDB)
+	}
+	if err := MigrateFacts(ctx, conn, cfg.AnalyticsDB); err != nil {
 		return err
 	}
 	codec, err := NewCodec(cfg.Registries...)
@@ -68,7 +73,7 @@ func RunAnalytics(ctx context.Context, cfg ConsumerConfig, loaded *atomic.Int64)
 	return nil
 }
 
-func analyticsPoll(ctx context.Context, cfg ConsumerConfig, conn *pgx.Conn, codec *Codec, cl *kgo.Client, fs kgo.Fetches, loaded *atomic.Int64) error {
+func analyticsPoll(ctx context.Context, cfg ConsumerConfig, conn driver.Conn, codec *Codec, cl *kgo.Client, fs kgo.Fetches, loaded *atomic.Int64) error {
 	recs := fs.Records()
 	if len(recs) == 0 {
 		return nil
@@ -81,8 +86,8 @@ func analyticsPoll(ctx context.Context, cfg ConsumerConfig, conn *pgx.Conn, code
 		}
 		facts = append(facts, Fact{Order: o, Partition: r.Partition, Offset: r.Offset})
 	}
-	if err := LoadFacts(ctx, conn, cfg.Schemas, facts); err != nil {
-		return err
+	if err := LoadFacts(ctx, conn, cfg.AnalyticsDB, facts); err != nil {
+		return err // nothing of this poll committed: it all comes again
 	}
 	if loaded != nil {
 		loaded.Add(int64(len(recs)))
@@ -90,9 +95,9 @@ func analyticsPoll(ctx context.Context, cfg ConsumerConfig, conn *pgx.Conn, code
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := cl.CommitRecords(cctx, recs...); err != nil {
-		// Loaded but not committed: the records come again and change
-		// nothing. Not worth stopping for.
-		cfg.Logger.Warn("analytics: commit", "records", len(recs), "err", err)
+		// Loaded but not committed: the records come again and collapse
+		// with their copies. Not worth stopping for.
+		cfg.Logger.Warn("analytics: commit failed; the records will come again and collapse", "records", len(recs), "err", err)
 	}
 	return nil
 }

@@ -16,28 +16,49 @@ import (
 
 // ConsumerConfig configures the billing and analytics consumers.
 type ConsumerConfig struct {
-	Seeds       []string     // Kafka bootstrap brokers
-	Registries  []string     // schema registry URLs, tried in order
-	PostgresURL string       // where the invoices and facts go
-	Schemas     Schemas      // their PostgreSQL schemas
-	Policy      retry.Policy // billing: attempts and backoff before the DLQ
-	Timing      GroupTiming  // consumer group timeouts
-	Logger      *slog.Logger // nil: discard
+	Seeds         []string     // Kafka bootstrap brokers
+	Registries    []string     // schema registry URLs, tried in order
+	PostgresURL   string       // billing: where the invoices go
+	BillingSchema string       // billing: the PostgreSQL schema of its tables
+	ClickHouseURL string       // analytics: where the order facts go, clickhouse://host:port (OpenClickHouse)
+	AnalyticsDB   string       // analytics: the ClickHouse database of its table
+	Policy        retry.Policy // billing: attempts and backoff before the DLQ
+	Timing        GroupTiming  // consumer group timeouts
+	Logger        *slog.Logger // nil: discard
 }
 
-func (c *ConsumerConfig) validate() error {
+// ValidateBilling checks what RunBilling needs.
+func (c *ConsumerConfig) ValidateBilling() error { return c.validate(false) }
+
+// ValidateAnalytics checks what RunAnalytics needs (the ClickHouse URL's
+// form too, not whether the server answers).
+func (c *ConsumerConfig) ValidateAnalytics() error { return c.validate(true) }
+
+func (c *ConsumerConfig) validate(analytics bool) error {
 	switch {
 	case len(c.Seeds) == 0:
 		return errors.New("orders: consumer: no bootstrap brokers")
 	case len(c.Registries) == 0:
 		return errors.New("orders: consumer: no schema registry")
+	case analytics && c.ClickHouseURL == "":
+		return errNoClickHouseURL
+	case analytics:
+		if _, err := parseClickHouseURL(c.ClickHouseURL); err != nil {
+			return err
+		}
+		if err := checkDB(c.AnalyticsDB); err != nil {
+			return err
+		}
 	case c.PostgresURL == "":
-		return errors.New("orders: consumer: no PostgreSQL URL")
-	case c.Schemas.Billing == "" || c.Schemas.Analytics == "":
-		return errors.New("orders: consumer: no PostgreSQL schema names")
+		return errors.New("orders: billing: no PostgreSQL URL")
+	case c.BillingSchema == "":
+		return errors.New("orders: billing: no PostgreSQL schema name")
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if analytics {
+		return nil
 	}
 	return c.Policy.Validate()
 }
@@ -70,7 +91,7 @@ type BillingStats struct {
 // poll. A failed commit (the group moved on: a rebalance, a coordinator
 // failover) is not fatal: the records come again and change nothing.
 func RunBilling(ctx context.Context, cfg ConsumerConfig, stats *BillingStats) error {
-	if err := cfg.validate(); err != nil {
+	if err := cfg.validate(false); err != nil {
 		return err
 	}
 	if stats == nil {
@@ -81,7 +102,7 @@ func RunBilling(ctx context.Context, cfg ConsumerConfig, stats *BillingStats) er
 		return fmt.Errorf("orders: billing: connect to PostgreSQL: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := Migrate(ctx, conn, cfg.Schemas); err != nil {
+	if err := Migrate(ctx, conn, cfg.BillingSchema); err != nil {
 		return err
 	}
 	codec, err := NewCodec(cfg.Registries...)
@@ -158,7 +179,7 @@ func (b *biller) handle(ctx context.Context, r *kgo.Record) error {
 		cause = fmt.Errorf("bill order %s: %w", o.ID, ErrPoison)
 	}
 	if cause == nil {
-		again, err := Bill(ctx, b.conn, b.cfg.Schemas, o, pos)
+		again, err := Bill(ctx, b.conn, b.cfg.BillingSchema, o, pos)
 		if err != nil {
 			return err
 		}
@@ -169,7 +190,7 @@ func (b *biller) handle(ctx context.Context, r *kgo.Record) error {
 		}
 		return nil
 	}
-	again, err := Handled(ctx, b.conn, b.cfg.Schemas, pos)
+	again, err := Handled(ctx, b.conn, b.cfg.BillingSchema, pos)
 	if err != nil {
 		return err
 	}
@@ -186,5 +207,5 @@ func (b *biller) handle(ctx context.Context, r *kgo.Record) error {
 	if id == "" {
 		id = string(r.Key)
 	}
-	return Routed(ctx, b.conn, b.cfg.Schemas, pos, id, routed[0].Topic)
+	return Routed(ctx, b.conn, b.cfg.BillingSchema, pos, id, routed[0].Topic)
 }

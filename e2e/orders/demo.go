@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -19,18 +21,20 @@ import (
 
 // DemoConfig configures RunDemo.
 type DemoConfig struct {
-	Seeds       []string      // Kafka bootstrap brokers (brokerfleet dev: 127.0.0.1:9092)
-	Registries  []string      // schema registry URLs (brokerfleet dev: http://127.0.0.1:8081)
-	ConsoleURL  string        // the DLQ console, printed for the reader
-	PostgresURL string        // empty: start a throwaway server from the Debian packages
-	Schemas     Schemas       // PostgreSQL schemas
-	Count       int           // orders to produce
-	Rate        float64       // orders per second; 0: unthrottled
-	Run         string        // order id prefix; empty: derived from the time
-	RetryBase   time.Duration // first retry backoff
-	Partitions  int32         // partitions of the topics it creates
-	Timeout     time.Duration // give up after this long
-	Logger      *slog.Logger  // the components' logs; nil: discard
+	Seeds         []string      // Kafka bootstrap brokers (brokerfleet dev: 127.0.0.1:9092)
+	Registries    []string      // schema registry URLs (brokerfleet dev: http://127.0.0.1:8081)
+	ConsoleURL    string        // the DLQ console, printed for the reader
+	PostgresURL   string        // billing's invoices; empty: start a throwaway server from Debian's postgresql package
+	BillingSchema string        // their PostgreSQL schema
+	ClickHouseURL string        // analytics' order facts; empty: start a throwaway server from Debian's clickhouse-server package
+	AnalyticsDB   string        // their ClickHouse database
+	Count         int           // orders to produce
+	Rate          float64       // orders per second; 0: unthrottled
+	Run           string        // order id prefix; empty: derived from the time
+	RetryBase     time.Duration // first retry backoff
+	Partitions    int32         // partitions of the topics it creates
+	Timeout       time.Duration // give up after this long
+	Logger        *slog.Logger  // the components' logs; nil: discard
 }
 
 // DemoSummary is one line of RunDemo's output.
@@ -43,7 +47,7 @@ type DemoSummary struct {
 }
 
 func (s DemoSummary) String() string {
-	return fmt.Sprintf("%5.1fs produced %d  billed %d/%d  analytics rows %d  retried %d  DLQ'd %d/%d  lag billing %d analytics %d",
+	return fmt.Sprintf("%5.1fs produced %d  billed %d/%d  analytics orders %d  retried %d  DLQ'd %d/%d  lag billing %d analytics %d",
 		s.Elapsed.Seconds(), s.Produced, s.Billed, s.GoodExpected, s.Facts, s.Retried, s.DeadLettered, s.PoisonExpected, s.LagBilling, s.LagAnalytics)
 }
 
@@ -64,7 +68,7 @@ func RunDemo(ctx context.Context, cfg DemoConfig, w io.Writer) error {
 		defer cancel()
 	}
 	if cfg.PostgresURL == "" {
-		fmt.Fprintln(w, "starting a throwaway PostgreSQL server (no -postgres given)")
+		fmt.Fprintln(w, "starting a throwaway PostgreSQL server for billing (no -postgres given)")
 		pg, err := StartPostgres(ctx)
 		if err != nil {
 			return fmt.Errorf("%w (or pass -postgres URL)", err)
@@ -72,12 +76,32 @@ func RunDemo(ctx context.Context, cfg DemoConfig, w io.Writer) error {
 		defer pg.Stop()
 		cfg.PostgresURL = pg.URL
 	}
+	if cfg.ClickHouseURL == "" {
+		fmt.Fprintln(w, "starting a throwaway ClickHouse server for analytics (no -clickhouse given)")
+		ch, err := StartClickHouse(ctx)
+		if err != nil {
+			return fmt.Errorf("%w (or pass -clickhouse URL)", err)
+		}
+		defer ch.Stop()
+		cfg.ClickHouseURL = ch.URL
+	}
 	conn, err := pgx.Connect(ctx, cfg.PostgresURL)
 	if err != nil {
 		return fmt.Errorf("orders: connect to PostgreSQL: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := Migrate(ctx, conn, cfg.Schemas); err != nil {
+	if err := Migrate(ctx, conn, cfg.BillingSchema); err != nil {
+		return err
+	}
+	chConn, err := OpenClickHouse(ctx, cfg.ClickHouseURL)
+	if err != nil {
+		return err
+	}
+	defer chConn.Close()
+	if v, err := chConn.ServerVersion(); err == nil {
+		fmt.Fprintf(w, "analytics: ClickHouse %s at %s, database %s\n", v.Version, strings.TrimPrefix(cfg.ClickHouseURL, "clickhouse://"), cfg.AnalyticsDB)
+	}
+	if err := MigrateFacts(ctx, chConn, cfg.AnalyticsDB); err != nil {
 		return err
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Seeds...))
@@ -104,7 +128,8 @@ func RunDemo(ctx context.Context, cfg DemoConfig, w io.Writer) error {
 	good, poison, _ := Expected(cfg.Count)
 	fmt.Fprintf(w, "run %s: %d orders (%d poison) to %s; DLQ console %s\n", cfg.Run, cfg.Count, poison, Topic, cfg.ConsoleURL)
 
-	cctx := ConsumerConfig{Seeds: cfg.Seeds, Registries: cfg.Registries, PostgresURL: cfg.PostgresURL, Schemas: cfg.Schemas,
+	cctx := ConsumerConfig{Seeds: cfg.Seeds, Registries: cfg.Registries, PostgresURL: cfg.PostgresURL, BillingSchema: cfg.BillingSchema,
+		ClickHouseURL: cfg.ClickHouseURL, AnalyticsDB: cfg.AnalyticsDB,
 		Policy: PipelinePolicy(cfg.RetryBase), Timing: DefaultGroupTiming(), Logger: cfg.Logger}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -150,11 +175,15 @@ func RunDemo(ctx context.Context, cfg DemoConfig, w io.Writer) error {
 		case <-tick.C:
 		}
 		s := DemoSummary{Elapsed: time.Since(start), Produced: produced.Load(), GoodExpected: good, PoisonExpected: poison}
-		tot, err := ReadTotals(ctx, conn, cfg.Schemas, cfg.Run)
+		bill, err := ReadBillingTotals(ctx, conn, cfg.BillingSchema, cfg.Run)
 		if err != nil {
 			return err
 		}
-		s.Billed, s.Facts = tot.Invoices, tot.Facts
+		facts, err := ReadFactTotals(ctx, chConn, cfg.AnalyticsDB, cfg.Run)
+		if err != nil {
+			return err
+		}
+		s.Billed, s.Facts = bill.Invoices, facts.Facts
 		var errs []error
 		r, err := EndSum(ctx, adm, retry.RetryTopic(Topic))
 		errs = append(errs, err)
@@ -171,17 +200,34 @@ func RunDemo(ctx context.Context, cfg DemoConfig, w io.Writer) error {
 		}
 		fmt.Fprintln(w, s)
 		if !producing && s.Billed == int64(good) && s.DeadLettered >= int64(poison) && s.LagBilling == 0 && s.LagAnalytics == 0 {
-			mism, err := CustomerMismatches(ctx, conn, cfg.Schemas, cfg.Run)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(w, "done in %.1fs: %d invoices (%.2f EUR), analytics %d good orders (%.2f EUR), %d customers differ; %d poison orders in %s, see %s\n",
-				s.Elapsed.Seconds(), tot.Invoices, float64(tot.InvoiceCents)/100, tot.GoodFacts, float64(tot.GoodFactCents)/100, mism,
-				s.DeadLettered, retry.DLQTopic(Topic), cfg.ConsoleURL)
-			if mism != 0 || tot.GoodFacts != tot.Invoices || tot.GoodFactCents != tot.InvoiceCents {
-				return errors.New("orders: demo: analytics and billing disagree")
-			}
-			return nil
+			return demoDone(ctx, w, cfg, conn, chConn, s, bill, facts)
 		}
 	}
+}
+
+// demoDone prints billing's totals (PostgreSQL) beside analytics' (read
+// from ClickHouse, collapsed) and fails when they disagree.
+func demoDone(ctx context.Context, w io.Writer, cfg DemoConfig, conn *pgx.Conn, chConn driver.Conn, s DemoSummary, bill BillingTotals, facts FactTotals) error {
+	byBilling, err := InvoicesByCustomer(ctx, conn, cfg.BillingSchema, cfg.Run)
+	if err != nil {
+		return err
+	}
+	byAnalytics, err := FactsByCustomer(ctx, chConn, cfg.AnalyticsDB, cfg.Run)
+	if err != nil {
+		return err
+	}
+	diff := DiffCustomers(byBilling, byAnalytics)
+	fmt.Fprintf(w, "done in %.1fs; %d poison orders in %s, see %s\n", s.Elapsed.Seconds(), s.DeadLettered, retry.DLQTopic(Topic), cfg.ConsoleURL)
+	fmt.Fprintf(w, "billing   (PostgreSQL %s.invoices): %d invoices, %.2f EUR, %d customers\n",
+		cfg.BillingSchema, bill.Invoices, float64(bill.InvoiceCents)/100, len(byBilling))
+	fmt.Fprintf(w, "analytics (ClickHouse %s, FINAL): %d good orders, %.2f EUR, %d customers; %d poison orders; %d orders in %d stored rows\n",
+		factsTable(cfg.AnalyticsDB), facts.Good, float64(facts.GoodCents)/100, len(byAnalytics), facts.Poison, facts.Facts, facts.Stored)
+	fmt.Fprintf(w, "customers whose totals differ: %d\n", len(diff))
+	if len(diff) != 0 || facts.Good != bill.Invoices || facts.GoodCents != bill.InvoiceCents || facts.Distinct != facts.Facts {
+		for _, d := range diff[:min(len(diff), 10)] {
+			fmt.Fprintln(w, "  "+d)
+		}
+		return errors.New("orders: demo: analytics and billing disagree")
+	}
+	return nil
 }

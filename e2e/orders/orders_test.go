@@ -31,35 +31,49 @@ const (
 
 // TestOrderPipeline runs the order pipeline end to end on three
 // `brokerfleet serve` processes over one DynamoDB stand-in, with
-// PostgreSQL behind billing and analytics: 10,000 Avro orders, 1% poison;
-// billing (its own process) killed with SIGKILL three times mid-batch and
-// the billing group's coordinator broker killed once. Then: one invoice per
-// good order and none for a poison one, every poison order in the DLQ
-// console with three attempts of history, analytics equal to billing,
-// both groups' lag zero; and an operator rewind of analytics rebuilds the
-// same table.
+// PostgreSQL behind billing and ClickHouse behind analytics: 10,000 Avro
+// orders, 1% poison; billing (its own process) killed with SIGKILL three
+// times mid-batch and the billing group's coordinator broker killed once.
+// Then: one invoice per good order and none for a poison one, every
+// poison order in the DLQ console with three attempts of history,
+// analytics' collapsed view equal to billing (one row per order, though
+// every poison order came three times), both groups' lag zero. Then two
+// operator rewinds of analytics: a replay over the table (every record
+// stored again, the collapsed view unchanged) and a rebuild into an
+// emptied table (the same facts as before).
 func TestOrderPipeline(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a multi-process pipeline run of about a minute")
 	}
 	pgURL := postgresURL(t)
+	chURL := clickhouseURL(t)
 	ctx := context.Background()
-	schemas := orders.DefaultSchemas()
+	schema := orders.DefaultBillingSchema
 	if os.Getenv("STRATA_POSTGRES_URL") != "" {
-		// Someone else's server: schemas of our own, dropped at the end.
-		sfx := fmt.Sprintf("_e2e_%d", os.Getpid())
-		schemas = orders.Schemas{Billing: "billing" + sfx, Analytics: "analytics" + sfx}
+		// Someone else's server: a schema of our own, dropped at the end.
+		schema = fmt.Sprintf("billing_e2e_%d", os.Getpid())
 	}
 	conn, err := pgx.Connect(ctx, pgURL)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		if os.Getenv("STRATA_POSTGRES_URL") != "" {
-			_ = orders.DropSchemas(ctx, conn, schemas)
+			_ = orders.DropSchema(ctx, conn, schema)
 		}
 		conn.Close(ctx)
 	})
-	require.NoError(t, orders.DropSchemas(ctx, conn, schemas))
-	require.NoError(t, orders.Migrate(ctx, conn, schemas))
+	require.NoError(t, orders.DropSchema(ctx, conn, schema))
+	require.NoError(t, orders.Migrate(ctx, conn, schema))
+	db := analyticsDB(orders.DefaultAnalyticsDB)
+	ch, err := orders.OpenClickHouse(ctx, chURL)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if os.Getenv("STRATA_CLICKHOUSE_URL") != "" {
+			_ = orders.DropAnalytics(ctx, ch, db)
+		}
+		ch.Close()
+	})
+	require.NoError(t, orders.DropAnalytics(ctx, ch, db))
+	require.NoError(t, orders.MigrateFacts(ctx, ch, db))
 
 	brokerBin, ordersBin := buildBinaries(t)
 	f := startFleet(t, brokerBin)
@@ -108,7 +122,7 @@ func TestOrderPipeline(t *testing.T) {
 	})
 
 	consumerArgs := []string{"-bootstrap", strings.Join(f.seeds(), ","), "-registry", strings.Join(f.registryURLs(), ","),
-		"-postgres", pgURL, "-billing-schema", schemas.Billing, "-analytics-schema", schemas.Analytics,
+		"-postgres", pgURL, "-billing-schema", schema, "-clickhouse", chURL, "-analytics-db", db,
 		"-retry-base", "200ms", "-session-timeout", timing.Session.String()}
 	billingN := 0
 	var billingProcs []*proc
@@ -125,7 +139,7 @@ func TestOrderPipeline(t *testing.T) {
 		require.NoError(t, conn.QueryRow(ctx, q, runID+"-%").Scan(&n))
 		return n
 	}
-	invoicesQ := `SELECT count(*) FROM ` + pgx.Identifier{schemas.Billing, "invoices"}.Sanitize() + ` WHERE order_id LIKE $1`
+	invoicesQ := `SELECT count(*) FROM ` + pgx.Identifier{schema, "invoices"}.Sanitize() + ` WHERE order_id LIKE $1`
 	invoices := func() int64 { return count(invoicesQ) }
 
 	// The order service, in this process.
@@ -236,7 +250,7 @@ func TestOrderPipeline(t *testing.T) {
 	t.Logf("%s: drained: all %d good orders billed, %d poison orders dead-lettered", since(), good, poison)
 
 	// Exactly one invoice per good order, none for a poison order.
-	inv, err := orders.InvoicedOrders(ctx, conn, schemas, runID)
+	inv, err := orders.InvoicedOrders(ctx, conn, schema, runID)
 	require.NoError(t, err)
 	for i := 0; i < nOrders; i++ {
 		id := orders.OrderID(runID, i)
@@ -248,20 +262,33 @@ func TestOrderPipeline(t *testing.T) {
 	}
 	require.Len(t, inv, good)
 
-	// Analytics agrees with billing, in total and per customer.
-	tot, err := orders.ReadTotals(ctx, conn, schemas, runID)
+	// Analytics agrees with billing, in total and per customer, and its
+	// collapsed view holds each order once, though the topic holds every
+	// poison order three times (its retried copies).
+	bill, err := orders.ReadBillingTotals(ctx, conn, schema, runID)
 	require.NoError(t, err)
-	require.EqualValues(t, good, tot.Invoices)
-	require.Equal(t, goodCents, tot.InvoiceCents)
-	require.Equal(t, tot.Invoices, tot.GoodFacts, "analytics' good orders = billing's invoices")
-	require.Equal(t, tot.InvoiceCents, tot.GoodFactCents, "analytics' amount = billing's amount")
-	require.EqualValues(t, poison, tot.PoisonFacts)
-	require.EqualValues(t, nOrders, tot.Facts)
-	mism, err := orders.CustomerMismatches(ctx, conn, schemas, runID)
+	require.EqualValues(t, good, bill.Invoices)
+	require.Equal(t, goodCents, bill.InvoiceCents)
+	facts, err := orders.ReadFactTotals(ctx, ch, db, runID)
 	require.NoError(t, err)
-	require.Zero(t, mism, "customers whose billing and analytics totals differ")
-	require.Positive(t, tot.Redeliveries, "no record was billed twice: no kill landed mid-batch")
-	t.Logf("billing: %d records redelivered after the kills and handled as no-ops", tot.Redeliveries)
+	require.Equal(t, bill.Invoices, facts.Good, "analytics' good orders = billing's invoices")
+	require.Equal(t, bill.InvoiceCents, facts.GoodCents, "analytics' amount = billing's amount")
+	require.EqualValues(t, poison, facts.Poison)
+	require.EqualValues(t, nOrders, facts.Facts, "orders in the collapsed view")
+	require.EqualValues(t, nOrders, facts.Distinct, "distinct order ids in the collapsed view")
+	records, err := orders.EndSum(ctx, adm, orders.Topic)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, records, int64(nOrders+2*poison), "records in %s: the orders and the poison orders' retried copies", orders.Topic)
+	byBilling, err := orders.InvoicesByCustomer(ctx, conn, schema, runID)
+	require.NoError(t, err)
+	byAnalytics, err := orders.FactsByCustomer(ctx, ch, db, runID)
+	require.NoError(t, err)
+	require.Empty(t, orders.DiffCustomers(byBilling, byAnalytics), "customers whose billing and analytics totals differ")
+	require.Len(t, byAnalytics, len(byBilling))
+	t.Logf("analytics: %d orders (%d good, %.2f EUR; %d poison) over %d customers, equal to billing, from %d records of %s; %d rows stored",
+		facts.Facts, facts.Good, float64(facts.GoodCents)/100, facts.Poison, len(byAnalytics), records, orders.Topic, facts.Stored)
+	require.Positive(t, bill.Redeliveries, "no record was billed twice: no kill landed mid-batch")
+	t.Logf("billing: %d records redelivered after the kills and handled as no-ops", bill.Redeliveries)
 
 	// Every poison order is in the DLQ console, with its failure history.
 	checkDLQ(t, f, poison)
@@ -279,41 +306,95 @@ func TestOrderPipeline(t *testing.T) {
 	t.Logf("pipeline: %d orders produced, billed and analysed in %v (%.0f orders/s end to end, with 4 kills)",
 		nOrders, drained.Round(100*time.Millisecond), nOrders/drained.Seconds())
 
-	// The operator's rewind of analytics.
-	before, err := orders.FactsSnapshot(ctx, conn, schemas, runID)
+	// The operator's rewinds of analytics: stop it, reset its group to the
+	// start of orders, start it again.
+	before, err := orders.FactsSnapshot(ctx, ch, db, runID)
 	require.NoError(t, err)
 	require.Len(t, before, nOrders)
-	analytics.stop(t)
-	waitFor(t, 30*time.Second, "the analytics group to be empty", func() (bool, string) {
-		dg, err := adm.DescribeGroups(ctx, orders.GroupAnalytics)
-		if err != nil {
+	analyticsN := 1
+	rewind := func() {
+		t.Helper()
+		analytics.stop(t)
+		waitFor(t, 30*time.Second, "the analytics group to be empty", func() (bool, string) {
+			dg, err := adm.DescribeGroups(ctx, orders.GroupAnalytics)
+			if err != nil {
+				return false, err.Error()
+			}
+			g := dg[orders.GroupAnalytics]
+			return g.Err == nil && len(g.Members) == 0, fmt.Sprintf("%s, %d members, %v", g.State, len(g.Members), g.Err)
+		})
+		out, err := exec.Command(brokerBin, "groups", "reset", "-bootstrap", strings.Join(f.seeds(), ","),
+			"-to-earliest", "-topic", orders.Topic, orders.GroupAnalytics).CombinedOutput()
+		require.NoError(t, err, "brokerfleet groups reset: %s", out)
+		if analyticsN == 1 {
+			t.Logf("brokerfleet groups reset analytics -to-earliest:\n%s", strings.TrimSpace(string(out)))
+		}
+		lag, err := orders.Lag(ctx, adm, orders.GroupAnalytics, orders.Topic)
+		require.NoError(t, err)
+		require.Equal(t, records, lag, "after the reset the analytics group is at the start of every partition")
+	}
+	startAnalytics := func() {
+		analyticsN++
+		analytics = startProc(t, fmt.Sprintf("analytics #%d", analyticsN), "", ordersBin, append([]string{"analytics"}, consumerArgs...)...)
+	}
+	readFacts := func() orders.FactTotals {
+		t.Helper()
+		tot, err := orders.ReadFactTotals(ctx, ch, db, runID)
+		require.NoError(t, err)
+		return tot
+	}
+	caughtUp := func(what string, cond func(orders.FactTotals) bool) {
+		t.Helper()
+		began := time.Now()
+		var tot orders.FactTotals
+		waitFor(t, 90*time.Second, what, func() (bool, string) {
+			la, err := orders.Lag(ctx, adm, orders.GroupAnalytics, orders.Topic)
+			tot = readFacts()
+			return err == nil && la == 0 && cond(tot), fmt.Sprintf("%+v, lag %d (%v)", tot, la, err)
+		})
+		t.Logf("%s: %d records in %v; %d orders in the collapsed view, %d rows stored",
+			what, records, time.Since(began).Round(100*time.Millisecond), tot.Facts, tot.Stored)
+	}
+	// Merged down to one stored row per order, background merges
+	// stopped: from here every row a load writes stays visible as stored.
+	waitFor(t, 30*time.Second, "OPTIMIZE ... FINAL to leave one row per order", func() (bool, string) {
+		if err := orders.OptimizeFacts(ctx, ch, db); err != nil {
 			return false, err.Error()
 		}
-		g := dg[orders.GroupAnalytics]
-		return g.Err == nil && len(g.Members) == 0, fmt.Sprintf("%s, %d members, %v", g.State, len(g.Members), g.Err)
+		tot := readFacts()
+		return tot.Stored == nOrders, fmt.Sprintf("%d rows stored", tot.Stored)
 	})
-	out, err := exec.Command(brokerBin, "groups", "reset", "-bootstrap", strings.Join(f.seeds(), ","),
-		"-to-earliest", "-topic", orders.Topic, orders.GroupAnalytics).CombinedOutput()
-	require.NoError(t, err, "brokerfleet groups reset: %s", out)
-	t.Logf("brokerfleet groups reset analytics -to-earliest:\n%s", strings.TrimSpace(string(out)))
-	end, err := orders.EndSum(ctx, adm, orders.Topic)
+	require.NoError(t, orders.SetMerges(ctx, ch, db, false))
+
+	// 1. A replay over the table: every record is loaded again, and the
+	// collapsed view does not change.
+	rewind()
+	startAnalytics()
+	caughtUp("replay over the table", func(tot orders.FactTotals) bool { return tot.Stored >= nOrders+records })
+	replayed := readFacts()
+	require.EqualValues(t, nOrders, replayed.Facts, "orders in the collapsed view after the replay")
+	require.EqualValues(t, nOrders, replayed.Distinct)
+	require.Equal(t, facts.Good, replayed.Good)
+	require.Equal(t, facts.GoodCents, replayed.GoodCents)
+	after, err := orders.FactsSnapshot(ctx, ch, db, runID)
 	require.NoError(t, err)
-	lag, err := orders.Lag(ctx, adm, orders.GroupAnalytics, orders.Topic)
-	require.NoError(t, err)
-	require.Equal(t, end, lag, "after the reset the analytics group is at the start of every partition")
-	require.NoError(t, orders.TruncateFacts(ctx, conn, schemas))
-	rewound := time.Now()
-	startProc(t, "analytics #2", "", ordersBin, append([]string{"analytics"}, consumerArgs...)...)
-	factsQ := `SELECT count(*) FROM ` + pgx.Identifier{schemas.Analytics, "order_facts"}.Sanitize() + ` WHERE order_id LIKE $1`
-	waitFor(t, 90*time.Second, "analytics to rebuild", func() (bool, string) {
-		la, err := orders.Lag(ctx, adm, orders.GroupAnalytics, orders.Topic)
-		n := count(factsQ)
-		return err == nil && la == 0 && n == nOrders, fmt.Sprintf("%d rows, lag %d (%v)", n, la, err)
-	})
-	t.Logf("rewind: analytics rebuilt %d rows from %d records in %v", nOrders, end, time.Since(rewound).Round(100*time.Millisecond))
-	after, err := orders.FactsSnapshot(ctx, conn, schemas, runID)
+	require.Equal(t, before, after, "the collapsed view after a replay equals the one before")
+	require.NoError(t, orders.SetMerges(ctx, ch, db, true))
+
+	// 2. A rebuild: the table emptied, then every record loaded again:
+	// the same facts as before.
+	rewind()
+	require.NoError(t, orders.TruncateFacts(ctx, ch, db))
+	require.Zero(t, readFacts().Stored)
+	startAnalytics()
+	caughtUp("rebuild into an empty table", func(tot orders.FactTotals) bool { return tot.Facts == nOrders })
+	after, err = orders.FactsSnapshot(ctx, ch, db, runID)
 	require.NoError(t, err)
 	require.Equal(t, before, after, "the rebuilt analytics table equals the one before the rewind")
+	rebuilt := readFacts()
+	require.Equal(t, facts.Good, rebuilt.Good)
+	require.Equal(t, facts.GoodCents, rebuilt.GoodCents)
+	require.EqualValues(t, nOrders, rebuilt.Distinct)
 }
 
 // checkDLQ queries the DLQ console's API, as an operator would: every

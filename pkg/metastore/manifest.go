@@ -18,6 +18,11 @@ type SegmentRef struct {
 	Object       string `json:"object"`
 	IndexPos     int64  `json:"ix,omitempty"`  // where the object's offset index starts (after the batches)
 	Pos          int64  `json:"pos,omitempty"` // where the batches start (non-zero in objects shared by partitions)
+	// Aborted names the object holding the aborted transactions that
+	// overlap the segment (24-byte entries: producer id, first offset,
+	// abort marker offset), uploaded before the segment is referenced;
+	// empty when there are none. Brokers that do not know it ignore it.
+	Aborted string `json:"aborted,omitempty"`
 }
 
 // Manifest is the list of a partition's segments in S3. A segment object is

@@ -11,23 +11,26 @@ import (
 // Key layout in the one table. Partition keys group what is queried
 // together; versioned records that fence writers are never deleted.
 const (
-	pkCluster  = "cluster"      // sk "changes": bumped on every metadata change
-	pkBrokers  = "brokers"      // sk broker id: registration and heartbeat lease
-	pkBrokerCf = "brokerconfig" // sk broker id: dynamic broker configs (e.g. draining)
-	pkTopics   = "topics"       // sk topic name
-	pkLeases   = "leases"       // sk lease name ("controller", "group-shard/N")
-	pkCounters = "counters"     // counters: "producer-ids", ...
-	pkPartPfx  = "partitions/"  // + topic id; sk zero-padded partition
-	pkGroupPfx = "group/"       // + group; sk "generation" and "offset/<topic>/<partition>"
-	pkGroupIdx = "groups/"      // + shard; sk group name: the groups a shard coordinates
-	pkCoord    = "coordinators" // sk zero-padded shard: which broker coordinates it
-	pkManifest = "manifest/"    // + topic id; sk zero-padded partition
-	skChanges  = "changes"      //
-	skGen      = "generation"   //
-	skOffPfx   = "offset/"      //
-	skPIDs     = "producer-ids" //
-	pidBlock   = int64(1000)    // producer ids reserved per allocation
-	partDigits = "%06d"         // partition sort-key format
+	pkCluster    = "cluster"      // sk "changes": bumped on every metadata change
+	pkBrokers    = "brokers"      // sk broker id: registration and heartbeat lease
+	pkBrokerCf   = "brokerconfig" // sk broker id: dynamic broker configs (e.g. draining)
+	pkTopics     = "topics"       // sk topic name
+	pkLeases     = "leases"       // sk lease name ("controller", "group-shard/N")
+	pkCounters   = "counters"     // counters: "producer-ids", ...
+	pkPartPfx    = "partitions/"  // + topic id; sk zero-padded partition
+	pkGroupPfx   = "group/"       // + group; sk "generation" and "offset/<topic>/<partition>"
+	pkGroupIdx   = "groups/"      // + shard; sk group name: the groups a shard coordinates
+	pkCoord      = "coordinators" // sk zero-padded shard: which broker coordinates it
+	pkManifest   = "manifest/"    // + topic id; sk zero-padded partition
+	pkTxnPfx     = "txns/"        // + zero-padded shard; sk transactional id
+	pkPendingIdx = "txnpending/"  // + zero-padded shard; sk "<producer id>/<group>": groups with pending transactional offsets
+	skChanges    = "changes"      //
+	skGen        = "generation"   //
+	skOffPfx     = "offset/"      //
+	skPendingPfx = "pending/"     // + "<producer id>/<topic>/<partition>": transactional offsets not yet committed
+	skPIDs       = "producer-ids" //
+	pidBlock     = int64(1000)    // producer ids reserved per allocation
+	partDigits   = "%06d"         // partition sort-key format
 )
 
 // ErrFenced is returned when a write carries an epoch or generation older

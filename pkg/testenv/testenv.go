@@ -42,7 +42,11 @@ var (
 	}
 	PostgreSQL = Tool{
 		Name: "PostgreSQL (initdb, postgres)", Install: "apt-get install -y postgresql",
-		Suites: "e2e/orders (billing and analytics; or set STRATA_POSTGRES_URL)",
+		Suites: "e2e/orders (billing; or set STRATA_POSTGRES_URL)",
+	}
+	ClickHouse = Tool{
+		Name: "ClickHouse (clickhouse-server)", Install: "apt-get install -y clickhouse-server",
+		Suites: "e2e/orders (analytics; or set STRATA_CLICKHOUSE_URL)",
 	}
 	Node = Tool{
 		Name: "Node.js (node, npm)", Programs: []string{"node"}, Install: "apt-get install -y nodejs npm",
@@ -59,7 +63,7 @@ var (
 )
 
 // Tools is every tool above, in the order the README lists them.
-var Tools = []Tool{Kcat, Chromium, PostgreSQL, Node, Dynalite, CDK}
+var Tools = []Tool{Kcat, Chromium, PostgreSQL, ClickHouse, Node, Dynalite, CDK}
 
 // RequireAll reports whether RequireAllEnv is set, so a missing tool is a
 // failure.

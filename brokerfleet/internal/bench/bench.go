@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,7 +26,7 @@ type Config struct {
 	TotalBytes  int64         // volume produced (and then fetched) per target
 	Partitions  int32         // partitions of the benchmark topic
 	Keyed       bool          // records carry one of 10,000 keys (hash partitioning); else none (sticky partitioning)
-	Acks        string        // "all" (idempotent) or "1" (leader only, idempotence off)
+	Acks        string        // "all" (idempotent), "1" (leader only, idempotence off), or "txn-<every>": transactional, committing every duration ("txn-100ms") or count of records ("txn-1000")
 	Durability  string        // strata.durability of the topic; "" leaves the broker's default
 	Latency     int           // one-in-flight produces timed for the latency percentiles
 	Timeout     time.Duration // per phase
@@ -56,8 +57,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("bytes: %d is below one record", c.TotalBytes)
 	case c.Partitions < 1:
 		return fmt.Errorf("partitions: %d is below 1", c.Partitions)
-	case c.Acks != "all" && c.Acks != "1":
-		return fmt.Errorf("acks: %q is not all or 1", c.Acks)
+	case c.Acks != "all" && c.Acks != "1" && !c.transactional():
+		return fmt.Errorf("acks: %q is not all, 1 or txn-<every> (txn-100ms, txn-1000)", c.Acks)
 	case c.Latency < 1:
 		return fmt.Errorf("latency-samples: %d is below 1", c.Latency)
 	case c.Timeout <= 0:
@@ -82,6 +83,24 @@ func (c Config) Name() string {
 	return s
 }
 
+// commitEvery returns how a transactional workload commits: after every
+// (a duration), or after records; ok is false for the others.
+func (c Config) commitEvery() (every time.Duration, records int64, ok bool) {
+	v, found := strings.CutPrefix(c.Acks, "txn-")
+	if !found {
+		return 0, 0, false
+	}
+	if d, err := time.ParseDuration(v); err == nil && d > 0 {
+		return d, 0, true
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
+		return 0, n, true
+	}
+	return 0, 0, false
+}
+
+func (c Config) transactional() bool { _, _, ok := c.commitEvery(); return ok }
+
 // Records is how many records the workload produces.
 func (c Config) Records() int64 { return c.TotalBytes / int64(c.RecordBytes) }
 
@@ -100,9 +119,12 @@ func Producer(cfg Config, topic string, addrs ...string) (*kgo.Client, []byte, e
 	opts := []kgo.Opt{kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic),
 		kgo.ProducerLinger(0), kgo.ProducerBatchCompression(codecs[cfg.Compression]),
 		kgo.ProducerBatchMaxBytes(1 << 20), kgo.MaxBufferedBytes(64 << 20)}
-	if cfg.Acks == "1" {
+	switch {
+	case cfg.Acks == "1":
 		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
-	} else {
+	case cfg.transactional():
+		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.TransactionalID(fmt.Sprintf("%s-%x", topic, value[:4])))
+	default:
 		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
 	}
 	prod, err := kgo.NewClient(opts...)
@@ -127,7 +149,19 @@ func Produce(ctx context.Context, cfg Config, prod *kgo.Client, value []byte, n 
 	var firstErr atomic.Value
 	var latMu sync.Mutex
 	start := time.Now()
+	every, perTxn, txn := cfg.commitEvery()
+	var txnStart time.Time
+	var inTxn int64
 	for i := int64(0); i < n; i++ {
+		if txn && inTxn == 0 {
+			if err := prod.BeginTransaction(); err != nil {
+				return 0, err
+			}
+			txnStart = time.Now()
+		}
+		if txn {
+			inTxn++
+		}
 		r := &kgo.Record{Value: value}
 		if cfg.Keyed {
 			r.Key = keys[i%int64(len(keys))]
@@ -147,6 +181,17 @@ func Produce(ctx context.Context, cfg Config, prod *kgo.Client, value []byte, n 
 				progress(1024 * int64(len(value)))
 			}
 		})
+		if txn && (i == n-1 || (perTxn > 0 && inTxn >= perTxn) || (every > 0 && time.Since(txnStart) >= every)) {
+			// Commit: the flush waits for the transaction's records, as a
+			// transactional application's commit does.
+			if err := prod.Flush(ctx); err != nil {
+				return 0, err
+			}
+			if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+				return 0, fmt.Errorf("commit: %w", err)
+			}
+			inTxn = 0
+		}
 	}
 	if err := prod.Flush(ctx); err != nil {
 		return 0, err
@@ -163,8 +208,21 @@ func Produce(ctx context.Context, cfg Config, prod *kgo.Client, value []byte, n 
 // Consume reads n records of topic from the start with one consumer,
 // calling progress with the bytes read, and returns how long it took.
 func Consume(ctx context.Context, topic string, n int64, progress func(int64), addrs ...string) (time.Duration, error) {
-	cons, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(8<<20))
+	return consume(ctx, topic, n, progress, false, addrs)
+}
+
+// ConsumeCommitted is Consume at read_committed.
+func ConsumeCommitted(ctx context.Context, topic string, n int64, progress func(int64), addrs ...string) (time.Duration, error) {
+	return consume(ctx, topic, n, progress, true, addrs)
+}
+
+func consume(ctx context.Context, topic string, n int64, progress func(int64), committed bool, addrs []string) (time.Duration, error) {
+	opts := []kgo.Opt{kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(64 << 20), kgo.FetchMaxPartitionBytes(8 << 20)}
+	if committed {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	cons, err := kgo.NewClient(opts...)
 	if err != nil {
 		return 0, err
 	}

@@ -113,7 +113,11 @@ func run(ctx context.Context, cfg Config, t Target, res *Result, progress func(i
 	res.ProduceCPU = (c1 - c0).Seconds() / d.Seconds()
 	res.LoadedLatency = loaded.Summary()
 
-	if d, err = Consume(ctx, topic, res.Records, progress, t.Addrs...); err != nil {
+	consume := Consume
+	if cfg.transactional() {
+		consume = ConsumeCommitted // a transactional workload is read as its consumers would
+	}
+	if d, err = consume(ctx, topic, res.Records, progress, t.Addrs...); err != nil {
 		return fmt.Errorf("consume from %s: %w", t.Name, err)
 	}
 	c2 := cpu()
@@ -127,8 +131,19 @@ func run(ctx context.Context, cfg Config, t Target, res *Result, progress func(i
 			r.Key = keys[i%len(keys)]
 		}
 		t0 := time.Now()
+		if cfg.transactional() {
+			// One record per transaction: the latency of a commit.
+			if err := prod.BeginTransaction(); err != nil {
+				return err
+			}
+		}
 		if err := prod.ProduceSync(ctx, r).FirstErr(); err != nil {
 			return fmt.Errorf("one-in-flight produce to %s: %w", t.Name, err)
+		}
+		if cfg.transactional() {
+			if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+				return fmt.Errorf("one-in-flight commit on %s: %w", t.Name, err)
+			}
 		}
 		one.Record(time.Since(t0))
 	}

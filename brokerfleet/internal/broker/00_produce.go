@@ -3,7 +3,12 @@ package broker
 // Produce, versions 0-11. v0-2 (magic 0/1 message sets) are advertised for
 // librdkafka but answered UNSUPPORTED_VERSION, as Kafka 4 does. v3 requires
 // exactly one RecordBatch v2 per partition; v5 adds the log start offset;
-// v8 adds error messages; v9+ are flexible.
+// v8 adds error messages; v9+ are flexible. Transactional batches need the
+// request's transactional id; a producer's first one in a partition is
+// verified with its transaction coordinator (KIP-890 part 1: the
+// partition must have been added to the ongoing transaction). v12 (whose
+// produce adds the partition itself, transaction version 2) is not
+// served.
 
 import (
 	"context"
@@ -16,6 +21,7 @@ import (
 
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
+	"github.com/stratamq/strata/brokerfleet/internal/txn"
 	"github.com/stratamq/strata/pkg/segment"
 )
 
@@ -137,8 +143,6 @@ func produceOne(b *Broker, req *kmsg.ProduceRequest, topicName string, idx int32
 		return nil, partition.AppendResult{}, coded(kerr.UnsupportedVersion, "produce v%d (message format v0/v1) is not supported; use v3 or later", req.Version)
 	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
 		return nil, partition.AppendResult{}, coded(kerr.InvalidRequiredAcks, "acks=%d; must be -1, 0 or 1", req.Acks)
-	case req.TransactionID != nil:
-		return nil, partition.AppendResult{}, coded(kerr.InvalidRequest, "transactions are not supported")
 	}
 	p, code := b.awaitLeader(b.ctx, topicName, idx)
 	if code != 0 {
@@ -169,8 +173,12 @@ func produceOne(b *Broker, req *kmsg.ProduceRequest, topicName string, idx int32
 		return nil, partition.AppendResult{}, coded(kerr.CorruptMessage, "record batch CRC mismatch")
 	case h.IsControl():
 		return nil, partition.AppendResult{}, coded(kerr.InvalidRecord, "clients may not produce control batches")
-	case h.IsTransactional():
-		return nil, partition.AppendResult{}, coded(kerr.InvalidRecord, "transactional batches are not supported")
+	case h.IsTransactional() && req.TransactionID == nil:
+		// Kafka's answer: a transactional batch needs the transactional
+		// id it is authorized under.
+		return nil, partition.AppendResult{}, coded(kerr.TransactionalIDAuthorizationFailed, "a transactional batch needs the request's transactional id")
+	case h.IsTransactional() && h.ProducerID < 0:
+		return nil, partition.AppendResult{}, coded(kerr.InvalidRecord, "a transactional batch needs a producer id")
 	case h.NumRecords <= 0 || int64(h.NumRecords) != int64(h.LastOffsetDelta)+1:
 		return nil, partition.AppendResult{}, coded(kerr.InvalidRecord, "record batch holds %d records but its last offset delta is %d", h.NumRecords, h.LastOffsetDelta)
 	}
@@ -189,7 +197,14 @@ func produceOne(b *Broker, req *kmsg.ProduceRequest, topicName string, idx int32
 			return nil, partition.AppendResult{}, err
 		}
 	}
-	res, err := p.Append(records, h)
+	var guard *partition.TxnGuard
+	if h.IsTransactional() && !p.TxnVerified(h.ProducerID, h.ProducerEpoch) {
+		var err error
+		if guard, err = verifyProduce(b, *req.TransactionID, topicName, idx, p, h); err != nil {
+			return nil, partition.AppendResult{}, err
+		}
+	}
+	res, err := p.AppendTxn(records, h, guard)
 	if err != nil {
 		return nil, partition.AppendResult{}, err
 	}
@@ -198,6 +213,32 @@ func produceOne(b *Broker, req *kmsg.ProduceRequest, topicName string, idx int32
 		b.tier.KickWAL() // acks=all waits for the flush to S3
 	}
 	return p, res, nil
+}
+
+// verifyWait bounds a transactional batch's verification with its
+// coordinator.
+const verifyWait = 5 * time.Second
+
+// verifyProduce asks the transaction coordinator whether the partition is
+// part of the producer's ongoing transaction before the producer's first
+// transactional batch here (KIP-890 part 1), under a guard that a marker
+// written meanwhile voids. Not part of it: INVALID_TXN_STATE; a fenced
+// producer INVALID_PRODUCER_EPOCH; a coordinator that cannot answer now
+// NOT_ENOUGH_REPLICAS, which every client retries.
+func verifyProduce(b *Broker, id, topicName string, idx int32, p *partition.Partition, h segment.Header) (*partition.TxnGuard, error) {
+	g := p.GuardTxn(h.ProducerID, h.ProducerEpoch)
+	ctx, cancel := context.WithTimeout(b.ctx, verifyWait)
+	defer cancel()
+	code := verifyTxn(b, ctx, id, h.ProducerID, h.ProducerEpoch, []txn.TopicPartition{{Topic: topicName, Partition: idx}})[0]
+	switch code {
+	case 0:
+		return g, nil
+	case kerr.NotCoordinator.Code, kerr.CoordinatorNotAvailable.Code, kerr.CoordinatorLoadInProgress.Code, kerr.ConcurrentTransactions.Code:
+		return nil, coded(kerr.NotEnoughReplicas, "%s-%d: the transaction coordinator cannot verify the transaction now (%s); retry", topicName, idx, kerr.ErrorForCode(code))
+	case kerr.ProducerFenced.Code:
+		return nil, coded(kerr.InvalidProducerEpoch, "%s-%d: producer %d epoch %d is fenced", topicName, idx, h.ProducerID, h.ProducerEpoch)
+	}
+	return nil, &codedError{code: code, msg: fmt.Sprintf("%s-%d: producer %d epoch %d: the partition is not in its transaction (%s)", topicName, idx, h.ProducerID, h.ProducerEpoch, kerr.ErrorForCode(code))}
 }
 
 // viewWait bounds how long a NOT_LEADER answer waits for the view of the

@@ -3,7 +3,9 @@ package broker
 // Fetch, versions 4-12. A fetch with a replica id (>= 0) is a follower
 // pulling from its leader: it reads past the high watermark, and its fetch
 // offset records how far it has replicated. v4 adds isolation level and the
-// last stable offset; v5 the log start offset; v7 fetch sessions; v9 the
+// last stable offset: read_committed consumers read below the last stable
+// offset and get the aborted transactions overlapping what they read (the
+// client drops their records); v5 the log start offset; v7 fetch sessions; v9 the
 // current leader epoch; v11 rack and preferred read replica; v12 is
 // flexible and adds the last fetched epoch.
 //
@@ -252,7 +254,7 @@ func (r *fetchRead) readPartition(s *catalog.Snapshot, fp *fetchsession.Part, to
 		moved = p.HighWatermark() != before
 	}
 	sp.HighWatermark = p.HighWatermark()
-	sp.LastStableOffset = sp.HighWatermark
+	sp.LastStableOffset = min(p.LastStableOffset(), sp.HighWatermark)
 	sp.LogStartOffset = p.LogStartOffset()
 	if replica {
 		sp.LogStartOffset = p.LocalLogStartOffset() // where a follower can start
@@ -278,6 +280,8 @@ func (r *fetchRead) readPartition(s *catalog.Snapshot, fp *fetchsession.Part, to
 	}
 	var data []byte
 	var err error
+	committed := !replica && req.IsolationLevel == 1 // read_committed
+	var tierAborted *[]partition.AbortedTxn          // set when read_committed data came from the tier
 	switch {
 	case replica && b.reassignThrottle != nil && throttled(s, fp.Topic, fp.Partition, req.ReplicaID):
 		// A replica being added by a reassignment: at most the throttle's
@@ -290,7 +294,11 @@ func (r *fetchRead) readPartition(s *catalog.Snapshot, fp *fetchsession.Part, to
 	case replica:
 		data, err = p.ReadUncommitted(nil, fp.FetchOffset, max(limit, 0))
 	default:
-		data, err = p.Read(nil, fp.FetchOffset, max(limit, 0), total == 0)
+		read := p.Read // read_uncommitted: up to the high watermark
+		if committed {
+			read = p.ReadCommitted // up to the last stable offset
+		}
+		data, err = read(nil, fp.FetchOffset, max(limit, 0), total == 0)
 		if errors.Is(err, segment.ErrOffsetOutOfRange) && fp.FetchOffset < p.LocalLogStartOffset() {
 			switch {
 			case !leader:
@@ -301,7 +309,13 @@ func (r *fetchRead) readPartition(s *catalog.Snapshot, fp *fetchsession.Part, to
 				// Below the local log: the tier has it.
 				if ts := s.Topic(fp.Topic); ts != nil {
 					ctx, cancel := context.WithTimeout(r.cc.ctx, 30*time.Second) // ends with the connection
-					data, err = b.tier.Read(ctx, ts.Meta.ID, fp.Partition, fp.FetchOffset, max(limit, 1))
+					if committed {
+						var aborted []partition.AbortedTxn
+						data, aborted, err = b.tier.ReadCommitted(ctx, ts.Meta.ID, fp.Partition, fp.FetchOffset, max(limit, 1), p.LastStableOffset())
+						tierAborted = &aborted
+					} else {
+						data, err = b.tier.Read(ctx, ts.Meta.ID, fp.Partition, fp.FetchOffset, max(limit, 1))
+					}
 					cancel()
 				}
 			}
@@ -313,8 +327,35 @@ func (r *fetchRead) readPartition(s *catalog.Snapshot, fp *fetchsession.Part, to
 	}
 	if len(data) > 0 {
 		sp.RecordBatches = data
+		switch {
+		case tierAborted != nil:
+			sp.AbortedTransactions = abortedList(*tierAborted)
+		case committed:
+			sp.AbortedTransactions = abortedIn(p, fp.FetchOffset, data)
+		}
 	}
 	return sp, len(data), false, moved
+}
+
+// abortedIn lists the aborted transactions a read_committed consumer must
+// drop from data, batches read from offset on: those overlapping them.
+func abortedIn(p *partition.Partition, offset int64, data []byte) []kmsg.FetchResponseTopicPartitionAbortedTransaction {
+	end := offset
+	_ = segment.Split(data, func(h segment.Header, _ []byte) error {
+		end = max(end, h.LastOffset()+1)
+		return nil
+	})
+	return abortedList(p.AbortedTxns(offset, end))
+}
+
+func abortedList(as []partition.AbortedTxn) []kmsg.FetchResponseTopicPartitionAbortedTransaction {
+	var out []kmsg.FetchResponseTopicPartitionAbortedTransaction
+	for _, a := range as {
+		at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+		at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+		out = append(out, at)
+	}
+	return out
 }
 
 // servingReplica returns the local replica that serves a partition to req

@@ -1,6 +1,8 @@
 package broker
 
-// ListOffsets, versions 1-8. v2 adds the isolation level; v4 the current
+// ListOffsets, versions 1-8. v2 adds the isolation level (read_committed:
+// the latest offset is the last stable offset, and lookups by time find
+// nothing at or past it); v4 the current
 // leader epoch and the leader epoch of the answer; v6 is flexible; v7 adds
 // timestamp -3 (the record with the largest timestamp); v8 adds -4 (the
 // earliest local offset: with the S3 tier, where local disk starts).
@@ -33,7 +35,7 @@ func handleListOffsets(b *Broker, cc *clientConn, req *kmsg.ListOffsetsRequest) 
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
-			listOffset(b, rt.Topic, rp, &sp)
+			listOffset(b, rt.Topic, rp, req.IsolationLevel == 1, &sp)
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
@@ -41,7 +43,9 @@ func handleListOffsets(b *Broker, cc *clientConn, req *kmsg.ListOffsetsRequest) 
 	return resp
 }
 
-func listOffset(b *Broker, topicName string, rp kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) {
+// With committed (read_committed), the latest offset is the last stable
+// offset, and a record at or past it is not an answer.
+func listOffset(b *Broker, topicName string, rp kmsg.ListOffsetsRequestTopicPartition, committed bool, sp *kmsg.ListOffsetsResponseTopicPartition) {
 	p, code := leaderOf(b.cat.Snapshot(), topicName, rp.Partition)
 	switch {
 	case p == nil:
@@ -55,9 +59,19 @@ func listOffset(b *Broker, topicName string, rp kmsg.ListOffsetsRequestTopicPart
 		return
 	}
 	epoch := p.LeaderEpoch()
+	limit := p.HighWatermark()
+	if committed {
+		limit = min(limit, p.LastStableOffset())
+	}
+	defer func() {
+		byTime := rp.Timestamp >= 0 || rp.Timestamp == listMaxTimestamp
+		if committed && byTime && sp.ErrorCode == 0 && sp.Offset >= limit {
+			sp.Offset, sp.Timestamp = -1, -1 // not visible at this isolation level
+		}
+	}()
 	switch ts := rp.Timestamp; {
 	case ts == listLatest:
-		sp.Offset, sp.LeaderEpoch = p.HighWatermark(), epoch
+		sp.Offset, sp.LeaderEpoch = limit, epoch
 	case ts == listEarliest:
 		sp.Offset, sp.LeaderEpoch = p.LogStartOffset(), epoch
 	case ts == listEarliestLoc:

@@ -1,14 +1,18 @@
 package broker
 
 // InitProducerId, versions 0-4. v2 is flexible; v3 lets a producer pass its
-// current id and epoch to recover (KIP-360). An idempotent producer always
-// gets a fresh id with epoch 0: ids are never reused, so that is always
-// safe. Ids come in blocks from the metastore; while it is unreachable the
-// answer is COORDINATOR_NOT_AVAILABLE, which clients retry. Transactions
-// are not supported.
+// current id and epoch to recover (KIP-360); v4 answers PRODUCER_FENCED
+// where older versions get INVALID_PRODUCER_EPOCH (KIP-588). An idempotent
+// producer always gets a fresh id with epoch 0: ids are never reused, so
+// that is always safe. Ids come in blocks from the metastore; while it is
+// unreachable the answer is COORDINATOR_NOT_AVAILABLE, which clients
+// retry. A transactional id goes to its transaction coordinator
+// (internal/txn), which bumps the epoch and fences older instances;
+// this broker answers NOT_COORDINATOR when it is not the id's.
 
 import (
 	"context"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -18,12 +22,18 @@ func init() { register(22, 0, 4, answer(handleInitProducerID), authorizeInitProd
 
 func handleInitProducerID(b *Broker, cc *clientConn, req *kmsg.InitProducerIDRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
-	if req.TransactionalID != nil {
-		resp.ErrorCode = kerr.InvalidRequest.Code
-		return resp
-	}
 	ctx, cancel := context.WithTimeout(b.ctx, metaTimeout)
 	defer cancel()
+	if req.TransactionalID != nil {
+		pid, epoch := int64(-1), int16(-1)
+		if req.Version >= 3 {
+			pid, epoch = req.ProducerID, req.ProducerEpoch
+		}
+		timeout := time.Duration(req.TransactionTimeoutMillis) * time.Millisecond
+		resp.ProducerID, resp.ProducerEpoch, resp.ErrorCode = b.txn.InitProducerID(ctx, *req.TransactionalID, timeout, pid, epoch)
+		resp.ErrorCode = fencedCode(resp.ErrorCode, req.Version >= 4)
+		return resp
+	}
 	id, err := b.pids.allocate(ctx)
 	if err != nil {
 		b.log.Warn("allocate producer id", "err", err)
@@ -32,6 +42,15 @@ func handleInitProducerID(b *Broker, cc *clientConn, req *kmsg.InitProducerIDReq
 	}
 	resp.ProducerID, resp.ProducerEpoch = id, 0
 	return resp
+}
+
+// fencedCode answers PRODUCER_FENCED as INVALID_PRODUCER_EPOCH to request
+// versions older than KIP-588's (known is false for those).
+func fencedCode(code int16, known bool) int16 {
+	if code == kerr.ProducerFenced.Code && !known {
+		return kerr.InvalidProducerEpoch.Code
+	}
+	return code
 }
 
 // authorizeInitProducerID is the ACL rule of InitProducerID.

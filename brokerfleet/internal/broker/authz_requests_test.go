@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -194,6 +195,55 @@ func TestEveryRequestWithAndWithoutItsACLs(t *testing.T) {
 			r.TransactionalID, r.TransactionTimeoutMillis = tid, 10000
 			return r
 		}, func(r kmsg.Response) int16 { return r.(*kmsg.InitProducerIDResponse).ErrorCode }, txnAuthz},
+		{"AddPartitionsToTxn as a broker", func() kmsg.Request {
+			r := kmsg.NewPtrAddPartitionsToTxnRequest()
+			tx := kmsg.NewAddPartitionsToTxnRequestTransaction()
+			tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tx.VerifyOnly = "tx", 1<<40, 0, true
+			tx.Topics = []kmsg.AddPartitionsToTxnRequestTransactionTopic{{Topic: "t", Partitions: []int32{0}}}
+			r.Transactions = []kmsg.AddPartitionsToTxnRequestTransaction{tx}
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.AddPartitionsToTxnResponse).ErrorCode }, clusterAuthz},
+		{"AddOffsetsToTxn", func() kmsg.Request {
+			r := kmsg.NewPtrAddOffsetsToTxnRequest()
+			r.TransactionalID, r.ProducerID, r.Group = "tx", 1<<40, "g"
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.AddOffsetsToTxnResponse).ErrorCode }, txnAuthz},
+		{"EndTxn", func() kmsg.Request {
+			r := kmsg.NewPtrEndTxnRequest()
+			r.TransactionalID, r.ProducerID = "tx", 1<<40
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.EndTxnResponse).ErrorCode }, txnAuthz},
+		{"WriteTxnMarkers", func() kmsg.Request {
+			r := kmsg.NewPtrWriteTxnMarkersRequest()
+			m := kmsg.NewWriteTxnMarkersRequestMarker()
+			m.ProducerID, m.Topics = 1, []kmsg.WriteTxnMarkersRequestMarkerTopic{{Topic: "t", Partitions: []int32{0}}}
+			r.Markers = []kmsg.WriteTxnMarkersRequestMarker{m}
+			return r
+		}, func(r kmsg.Response) int16 {
+			return r.(*kmsg.WriteTxnMarkersResponse).Markers[0].Topics[0].Partitions[0].ErrorCode
+		}, clusterAuthz},
+		{"TxnOffsetCommit", func() kmsg.Request {
+			r := kmsg.NewPtrTxnOffsetCommitRequest()
+			r.TransactionalID, r.Group, r.ProducerID = "tx", "g", 1<<40
+			r.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}}}
+			return r
+		}, func(r kmsg.Response) int16 {
+			return r.(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
+		}, txnAuthz},
+		{"DescribeProducers", func() kmsg.Request {
+			r := kmsg.NewPtrDescribeProducersRequest()
+			r.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: "t", Partitions: []int32{0}}}
+			return r
+		}, func(r kmsg.Response) int16 {
+			return r.(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0].ErrorCode
+		}, topicAuthz},
+		{"DescribeTransactions", func() kmsg.Request {
+			r := kmsg.NewPtrDescribeTransactionsRequest()
+			r.TransactionalIDs = []string{"tx"}
+			return r
+		}, func(r kmsg.Response) int16 {
+			return r.(*kmsg.DescribeTransactionsResponse).TransactionStates[0].ErrorCode
+		}, txnAuthz},
 		{"ElectLeaders", func() kmsg.Request { return kmsg.NewPtrElectLeadersRequest() },
 			func(r kmsg.Response) int16 { return r.(*kmsg.ElectLeadersResponse).ErrorCode }, clusterAuthz},
 		{"AlterPartitionAssignments", func() kmsg.Request { return kmsg.NewPtrAlterPartitionAssignmentsRequest() },
@@ -264,44 +314,51 @@ func TestEveryRequestWithAndWithoutItsACLs(t *testing.T) {
 		idempotentWrite       = kmsg.ACLOperationIdempotentWrite
 	)
 	needs := map[string][]grant{
-		"Produce":                      topic("t", write),
-		"Produce transactional":        join(topic("t", write), txn(write)),
-		"Fetch":                        topic("t", read),
-		"Fetch as a replica":           cluster(clusterAction),
-		"ListOffsets":                  topic("t", describe),
-		"OffsetForLeaderEpoch":         topic("t", describe),
-		"DeleteRecords":                topic("t", del),
-		"DeleteTopics":                 topic("doomed", del),
-		"CreatePartitions":             topic("t", alter),
-		"CreateTopics":                 topic("new", create),
-		"DescribeConfigs topic":        topic("t", describeConfigs),
-		"DescribeConfigs broker":       cluster(describeConfigs),
-		"AlterConfigs":                 topic("t", alterConfigs),
-		"IncrementalAlterConfigs":      topic("t", alterConfigs),
-		"OffsetCommit":                 join(group(read), topic("t", read)),
-		"OffsetFetch":                  join(group(describe), topic("t", describe)),
-		"FindCoordinator group":        group(describe),
-		"FindCoordinator transaction":  txn(describe),
-		"JoinGroup":                    group(read),
-		"SyncGroup":                    group(read),
-		"Heartbeat":                    group(read),
-		"LeaveGroup":                   group(read),
-		"DescribeGroups":               group(describe),
-		"DeleteGroups":                 group(del),
-		"OffsetDelete":                 join(group(del), topic("t", read)),
-		"InitProducerID idempotent":    cluster(idempotentWrite),
-		"InitProducerID transactional": txn(write),
-		"ElectLeaders":                 cluster(alter),
-		"AlterPartitionAssignments":    cluster(alter),
-		"ListPartitionReassignments":   cluster(describe),
-		"DescribeCluster":              cluster(describe),
-		"CreateAcls":                   cluster(alter),
-		"DescribeAcls":                 cluster(describe),
-		"DeleteAcls":                   cluster(alter),
-		"DescribeClientQuotas":         cluster(describeConfigs),
-		"AlterClientQuotas":            cluster(alterConfigs),
-		"DescribeUserScramCredentials": cluster(describe),
-		"AlterUserScramCredentials":    cluster(alter),
+		"Produce":                        topic("t", write),
+		"Produce transactional":          join(topic("t", write), txn(write)),
+		"Fetch":                          topic("t", read),
+		"Fetch as a replica":             cluster(clusterAction),
+		"ListOffsets":                    topic("t", describe),
+		"OffsetForLeaderEpoch":           topic("t", describe),
+		"DeleteRecords":                  topic("t", del),
+		"DeleteTopics":                   topic("doomed", del),
+		"CreatePartitions":               topic("t", alter),
+		"CreateTopics":                   topic("new", create),
+		"DescribeConfigs topic":          topic("t", describeConfigs),
+		"DescribeConfigs broker":         cluster(describeConfigs),
+		"AlterConfigs":                   topic("t", alterConfigs),
+		"IncrementalAlterConfigs":        topic("t", alterConfigs),
+		"OffsetCommit":                   join(group(read), topic("t", read)),
+		"OffsetFetch":                    join(group(describe), topic("t", describe)),
+		"FindCoordinator group":          group(describe),
+		"FindCoordinator transaction":    txn(describe),
+		"JoinGroup":                      group(read),
+		"SyncGroup":                      group(read),
+		"Heartbeat":                      group(read),
+		"LeaveGroup":                     group(read),
+		"DescribeGroups":                 group(describe),
+		"DeleteGroups":                   group(del),
+		"OffsetDelete":                   join(group(del), topic("t", read)),
+		"InitProducerID idempotent":      cluster(idempotentWrite),
+		"InitProducerID transactional":   txn(write),
+		"AddPartitionsToTxn as a broker": cluster(clusterAction),
+		"AddOffsetsToTxn":                join(txn(write), group(read)),
+		"EndTxn":                         txn(write),
+		"WriteTxnMarkers":                cluster(clusterAction),
+		"TxnOffsetCommit":                join(txn(write), group(read), topic("t", read)),
+		"DescribeProducers":              topic("t", read),
+		"DescribeTransactions":           txn(describe),
+		"ElectLeaders":                   cluster(alter),
+		"AlterPartitionAssignments":      cluster(alter),
+		"ListPartitionReassignments":     cluster(describe),
+		"DescribeCluster":                cluster(describe),
+		"CreateAcls":                     cluster(alter),
+		"DescribeAcls":                   cluster(describe),
+		"DeleteAcls":                     cluster(alter),
+		"DescribeClientQuotas":           cluster(describeConfigs),
+		"AlterClientQuotas":              cluster(alterConfigs),
+		"DescribeUserScramCredentials":   cluster(describe),
+		"AlterUserScramCredentials":      cluster(alter),
 	}
 	authzCodes := map[int16]bool{topicAuthz: true, groupAuthz: true, clusterAuthz: true, txnAuthz: true}
 
@@ -363,6 +420,43 @@ func TestEveryRequestWithAndWithoutItsACLs(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, lg.(*kmsg.ListGroupsResponse).Groups, 1)
 	covered[16] = true
+
+	// A producer's AddPartitionsToTxn (v3, as clients send it) needs WRITE
+	// on its transactional id and on each topic.
+	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	add.TransactionalID, add.ProducerID = "tx", 1<<40
+	add.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: "t", Partitions: []int32{0}}}
+	addCode := func() int16 {
+		resp, err := add.RequestWith(ctx, alice) // kgo pins clients to v3
+		if ke, ok := errors.AsType[*kerr.Error](err); ok {
+			return ke.Code // kgo returns a partition's error as the request's
+		}
+		require.NoError(t, err)
+		return resp.Topics[0].Partitions[0].ErrorCode
+	}
+	require.Equal(t, txnAuthz, addCode())
+	allow(ctx, t, admin, txn(write))
+	require.Equal(t, topicAuthz, addCode())
+	allow(ctx, t, admin, topic("t", write))
+	require.False(t, authzCodes[addCode()])
+	revokeAll(ctx, t, admin, "User:alice")
+
+	// ListTransactions lists only the transactional ids alice may
+	// describe.
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.TransactionalID, init.TransactionTimeoutMillis = tid, 10000
+	ir, err := init.RequestWith(ctx, admin)
+	require.NoError(t, err)
+	require.Zero(t, ir.ErrorCode, "%v", kerr.ErrorForCode(ir.ErrorCode))
+	lt, err := direct.Request(ctx, kmsg.NewPtrListTransactionsRequest())
+	require.NoError(t, err)
+	require.Empty(t, lt.(*kmsg.ListTransactionsResponse).TransactionStates)
+	allow(ctx, t, admin, txn(describe))
+	lt, err = direct.Request(ctx, kmsg.NewPtrListTransactionsRequest())
+	require.NoError(t, err)
+	require.Len(t, lt.(*kmsg.ListTransactionsResponse).TransactionStates, 1)
+	revokeAll(ctx, t, admin, "User:alice")
+	covered[66] = true
 
 	// Every key the broker advertises was tried above, except the ones
 	// served before authentication: a new API cannot skip this test.

@@ -29,6 +29,7 @@ import (
 	"github.com/stratamq/strata/brokerfleet/internal/security"
 	"github.com/stratamq/strata/brokerfleet/internal/tier"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
+	"github.com/stratamq/strata/brokerfleet/internal/txn"
 	"github.com/stratamq/strata/pkg/clock"
 	"github.com/stratamq/strata/pkg/metastore"
 	"github.com/stratamq/strata/pkg/schemaregistry"
@@ -53,6 +54,8 @@ type Broker struct {
 	tier     *tier.Manager    // nil without an object store
 	cleaner  *cleaner.Cleaner // nil when Config.Cleaner.Threads is 0
 	coord    *group.Coordinator
+	txn      *txn.Coordinator // the transaction coordinator
+	peers    *peers           // requests to other brokers (markers, verification)
 	metrics  *metrics.Broker
 	registry *schemaregistry.Registry
 	admin    *admin
@@ -170,6 +173,12 @@ func New(cfg Config) (*Broker, error) {
 		InitialRebalanceDelay: cfg.GroupInitialRebalanceDelay, Clock: cfg.Clock, Logger: b.log,
 		OffsetsRetention: cfg.OffsetsRetention, TopicID: b.topicID,
 	})
+	b.peers = newPeers(cfg.Security.Dialer(cfg.DialPeer, cfg.NodeID), cfg.NodeID)
+	b.txn = txn.New(txn.Options{
+		Meta: cfg.Meta, Valid: b.cat.LeaseValid, NewProducerID: b.pids.allocate, Markers: markerWriter{b},
+		MaxTimeout: cfg.TransactionMaxTimeout, IDExpiration: cfg.TransactionalIDExpiration,
+		CheckInterval: cfg.TransactionCheckInterval, Aborted: m.TxnAborted, Clock: cfg.Clock, Logger: b.log,
+	})
 	if cfg.Objects != nil {
 		b.tier = tier.NewManager(tier.ManagerOptions{
 			Catalog: b.cat, Meta: cfg.Meta, Objects: cfg.Objects, NodeID: cfg.NodeID, Incarnation: cfg.Incarnation,
@@ -187,6 +196,7 @@ func New(cfg Config) (*Broker, error) {
 	}); err != nil {
 		cancel()
 		b.coord.Close()
+		b.txn.Close()
 		return nil, err
 	}
 	if cfg.Cleaner.Threads > 0 {
@@ -202,9 +212,11 @@ func New(cfg Config) (*Broker, error) {
 	b.reloadQuotas(ctx)
 	b.admin = &admin{cfg: &b.cfg, ctx: ctx, log: b.log, meta: cfg.Meta, cat: b.cat, defaults: defaults, tier: b.tier, clock: cfg.Clock}
 	m.Collect(metricsSource{b})
+	m.CollectTransactions(metricsSource{b})
 	if err := b.cat.Reconcile(ctx); err != nil {
 		cancel()
 		b.coord.Close()
+		b.txn.Close()
 		b.cat.Close()
 		return nil, fmt.Errorf("load topics: %w", err)
 	}
@@ -259,9 +271,11 @@ func (b *Broker) run(fn func(ctx context.Context)) {
 func (b *Broker) applied(s *catalog.Snapshot) {
 	b.follower.Follow(s, b.cfg.Security.InterBrokerEndpoint)
 	owned := map[int32]int64{}
+	assigned := map[int32]metastore.CoordinatorShard{}
 	for _, sh := range s.Shards() {
 		if sh.Broker == s.Self() {
 			owned[sh.Shard] = sh.Epoch
+			assigned[sh.Shard] = sh
 		}
 	}
 	if b.coord != nil {
@@ -269,6 +283,9 @@ func (b *Broker) applied(s *catalog.Snapshot) {
 	}
 	if b.cleaner != nil {
 		b.cleaner.Kick() // a topic may have become compacted
+	}
+	if b.txn != nil {
+		b.txn.SetShards(assigned)
 	}
 }
 
@@ -431,6 +448,8 @@ func (b *Broker) Close() error {
 		b.tier.Wait()
 	}
 	b.coord.Close()
+	b.txn.Close()
+	b.peers.close()
 	b.follower.Stop()
 	return b.cat.Close()
 }

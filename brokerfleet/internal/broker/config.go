@@ -13,6 +13,7 @@ import (
 	"github.com/stratamq/strata/brokerfleet/internal/group"
 	"github.com/stratamq/strata/brokerfleet/internal/security"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
+	"github.com/stratamq/strata/brokerfleet/internal/txn"
 	"github.com/stratamq/strata/pkg/clock"
 	"github.com/stratamq/strata/pkg/metastore"
 	"github.com/stratamq/strata/pkg/objstore"
@@ -132,6 +133,19 @@ type Config struct {
 	// group is empty (of a group without members: after each commit);
 	// Kafka's offsets.retention.minutes, 7 days.
 	OffsetsRetention time.Duration
+	// TransactionMaxTimeout is the longest transaction timeout a producer
+	// may ask for (transaction.max.timeout.ms, 15 minutes); a longer one
+	// is INVALID_TRANSACTION_TIMEOUT.
+	TransactionMaxTimeout time.Duration
+	// TransactionalIDExpiration is how long a transactional id without
+	// an ongoing transaction is kept after its last use
+	// (transactional.id.expiration.ms, 7 days).
+	TransactionalIDExpiration time.Duration
+	// TransactionCheckInterval is how often the transaction coordinator
+	// aborts the transactions that outlived their timeout and expires
+	// idle transactional ids (transaction.abort.timed.out.transaction.
+	// cleanup.interval.ms, 10 s).
+	TransactionCheckInterval time.Duration
 	// Objects is the object store of the S3 tier; nil: no tier (segments
 	// stay local and retention deletes them).
 	Objects objstore.Store
@@ -211,6 +225,9 @@ func DefaultConfig() Config {
 		GroupMaxSessionTimeout:     group.DefaultMaxSessionTimeout,
 		GroupInitialRebalanceDelay: group.DefaultInitialRebalanceDelay,
 		OffsetsRetention:           group.DefaultOffsetsRetention,
+		TransactionMaxTimeout:      txn.DefaultMaxTimeout,
+		TransactionalIDExpiration:  txn.DefaultIDExpiration,
+		TransactionCheckInterval:   txn.DefaultCheckInterval,
 		TierInterval:               5 * time.Second,
 		TierOrphanGrace:            10 * time.Minute,
 		ObjectFlushInterval:        50 * time.Millisecond,
@@ -311,6 +328,15 @@ func (c *Config) ValidateSettings() error {
 	}
 	if c.OffsetsRetention <= 0 {
 		errs = append(errs, fmt.Errorf("offsets-retention: %v is not positive", c.OffsetsRetention))
+	}
+	if c.TransactionMaxTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("transaction-max-timeout: %v is not positive", c.TransactionMaxTimeout))
+	}
+	if c.TransactionalIDExpiration <= 0 {
+		errs = append(errs, fmt.Errorf("transactional-id-expiration: %v is not positive", c.TransactionalIDExpiration))
+	}
+	if c.TransactionCheckInterval <= 0 {
+		errs = append(errs, fmt.Errorf("transaction-check-interval: %v is not positive", c.TransactionCheckInterval))
 	}
 	if c.GroupInitialRebalanceDelay < 0 {
 		errs = append(errs, fmt.Errorf("group-initial-rebalance-delay: %v is negative", c.GroupInitialRebalanceDelay))

@@ -62,6 +62,10 @@ func errorCode(err error) int16 {
 		return kerr.OutOfOrderSequenceNumber.Code
 	case errors.Is(err, partition.ErrInvalidProducerEpoch):
 		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, partition.ErrInvalidTxnState):
+		return kerr.InvalidTxnState.Code
+	case errors.Is(err, partition.ErrCoordinatorFenced):
+		return kerr.TransactionCoordinatorFenced.Code
 	case errors.Is(err, partition.ErrClosed), errors.Is(err, segment.ErrClosed), errors.Is(err, partition.ErrNotReplica):
 		return kerr.NotLeaderForPartition.Code
 	case errors.Is(err, fetchsession.ErrNotFound):

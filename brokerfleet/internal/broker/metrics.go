@@ -29,6 +29,19 @@ func (m metricsSource) TierBacklog() (time.Duration, int, int64) {
 
 func (m metricsSource) CoordinatorShards() int { return len(m.b.coord.Shards()) }
 
+func (m metricsSource) TransactionsOngoing() int { return m.b.txn.Ongoing() }
+
+func (m metricsSource) PartitionTransactions() (open int, maxLag int64) {
+	for _, l := range m.b.cat.Snapshot().Led(nil) {
+		if l.Part == nil {
+			continue
+		}
+		open += len(l.Part.OpenTxns())
+		maxLag = max(maxLag, l.Part.HighWatermark()-l.Part.LastStableOffset())
+	}
+	return open, maxLag
+}
+
 // groupStatsTimeout bounds one refresh of the group gauges.
 const groupStatsTimeout = 5 * time.Second
 

@@ -29,10 +29,14 @@ type tieredCluster struct {
 	meta    *metastore.Meta
 	objects objstore.Store
 	brokers []*brokertest.Broker
+	tweak   func(*broker.Config) // applied to every broker's config, if set
 }
 
-func startTiered(t *testing.T, objects objstore.Store) *tieredCluster {
+func startTiered(t *testing.T, objects objstore.Store, tweak ...func(*broker.Config)) *tieredCluster {
 	tc := &tieredCluster{meta: brokertest.NewMeta(t), objects: objects}
+	if len(tweak) > 0 {
+		tc.tweak = tweak[0]
+	}
 	for id := 0; id < 3; id++ {
 		tc.brokers = append(tc.brokers, tc.start(t, id, t.TempDir(), "127.0.0.1:0"))
 	}
@@ -47,6 +51,9 @@ func (tc *tieredCluster) start(t *testing.T, id int, dir, listen string) *broker
 	cfg.MaintenanceInterval, cfg.Advertise = 100*time.Millisecond, ""
 	cfg.DefaultReplicationFactor = 3
 	cfg.Cleaner.Backoff = 50 * time.Millisecond // compacted topics clean at once
+	if tc.tweak != nil {
+		tc.tweak(&cfg)
+	}
 	return brokertest.StartConfig(t, cfg, listen)
 }
 

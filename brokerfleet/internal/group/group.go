@@ -94,6 +94,7 @@ type group struct {
 	info         metastore.GroupInfo // the index entry as stored, if indexed
 	emptySince   time.Time           // Empty: when it last became empty
 	offsets      map[tp]metastore.Offset
+	txnOffsets   txnOffsets // pending transactional offsets (txn.go)
 
 	rebalanceDeadline time.Time // PreparingRebalance: complete by then regardless
 	initialUntil      time.Time // PreparingRebalance of an empty group: wait for more members
@@ -126,6 +127,9 @@ func (g *group) load(ctx context.Context) error {
 	}
 	info, indexed, err := g.c.opts.Meta.GroupInfo(ctx, g.name)
 	if err != nil {
+		return err
+	}
+	if err := g.loadTxnOffsets(ctx); err != nil {
 		return err
 	}
 	now := g.c.clock.Now()

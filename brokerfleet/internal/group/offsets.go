@@ -151,7 +151,7 @@ func (c *Coordinator) FetchOffsets(ctx context.Context, req *kmsg.OffsetFetchReq
 		if req.Topics == nil {
 			topics = nil
 		}
-		rg := c.fetchGroup(ctx, req.Group, topics, req.Topics == nil)
+		rg := c.fetchGroup(ctx, req.Group, topics, req.Topics == nil, req.RequireStable)
 		resp.ErrorCode = rg.ErrorCode
 		for _, t := range rg.Topics {
 			rt := kmsg.NewOffsetFetchResponseTopic()
@@ -169,12 +169,16 @@ func (c *Coordinator) FetchOffsets(ctx context.Context, req *kmsg.OffsetFetchReq
 		return resp
 	}
 	for _, rg := range req.Groups {
-		resp.Groups = append(resp.Groups, c.fetchGroup(ctx, rg.Group, rg.Topics, rg.Topics == nil))
+		resp.Groups = append(resp.Groups, c.fetchGroup(ctx, rg.Group, rg.Topics, rg.Topics == nil, req.RequireStable))
 	}
 	return resp
 }
 
-func (c *Coordinator) fetchGroup(ctx context.Context, name string, topics []kmsg.OffsetFetchRequestGroupTopic, all bool) kmsg.OffsetFetchResponseGroup {
+// With requireStable (KIP-447), a partition with a transactional offset
+// not yet committed or aborted is UNSTABLE_OFFSET_COMMIT (retriable), so
+// a consumer taking over from a transactional one starts after its last
+// transaction ends.
+func (c *Coordinator) fetchGroup(ctx context.Context, name string, topics []kmsg.OffsetFetchRequestGroupTopic, all, requireStable bool) kmsg.OffsetFetchResponseGroup {
 	out := kmsg.NewOffsetFetchResponseGroup()
 	out.Group = name
 	fill := func(code int16) {
@@ -224,7 +228,9 @@ func (c *Coordinator) fetchGroup(ctx context.Context, name string, topics []kmsg
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 			rp.Partition, rp.Offset, rp.LeaderEpoch = p, -1, -1
-			if o, ok := g.offsets[tp{t.Topic, p}]; ok {
+			if requireStable && g.txnOffsets.pendingAt(tp{t.Topic, p}) {
+				rp.ErrorCode = kerr.UnstableOffsetCommit.Code
+			} else if o, ok := g.offsets[tp{t.Topic, p}]; ok {
 				rp.Offset, rp.LeaderEpoch = o.Offset, o.LeaderEpoch
 				md := o.Metadata
 				rp.Metadata = &md

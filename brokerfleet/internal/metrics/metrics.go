@@ -15,7 +15,8 @@
 //     SetGroups: the broker refreshes them in the background, so a scrape
 //     never waits on the metastore or another broker.
 //
-// The file map: metrics.go (the registry, counters and hooks), requests.go
+// The file map: metrics.go (the registry, counters and hooks), txns.go
+// (transaction gauges and aborts), requests.go
 // (what a response tells: latency, error codes, fetched bytes),
 // collector.go (scrape-time gauges), emf.go (CloudWatch Embedded Metric
 // Format lines derived from the registry).
@@ -58,6 +59,8 @@ type Broker struct {
 	leaderElections        prometheus.Counter
 
 	tierUploads, tierUploadBytes prometheus.Counter
+
+	txnAborts *prometheus.CounterVec // cause
 
 	metaRequests *prometheus.CounterVec   // op, result
 	metaLatency  *prometheus.HistogramVec // op
@@ -124,6 +127,8 @@ func New() *Broker {
 			Help: "Metastore (DynamoDB or embedded) operations, by operation and result (ok, not_found, condition_failed, error)."}, []string{"op", "result"}),
 		metaLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "strata_metastore_request_duration_seconds",
 			Help: "Metastore operation latency, by operation.", Buckets: metastoreBuckets}, []string{"op"}),
+		txnAborts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_transaction_aborts_total",
+			Help: "Transaction aborts decided by this broker's transaction coordinator, by cause: client (EndTxn), timeout (transaction.timeout.ms ran out), fenced (a new instance of the transactional id)."}, []string{"cause"}),
 		led: map[partitionKey]int32{},
 	}
 	m.reg.MustRegister(m.requests, m.latency, m.errors, m.produceRecords, m.produceBytes,

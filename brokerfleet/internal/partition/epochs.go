@@ -93,6 +93,10 @@ func (p *Partition) TruncateTo(epoch int32, offset int64) error {
 	offset = p.log.NextOffset()
 	p.epochs.truncate(offset)
 	p.producers.truncate(offset)
+	// Markers cut off reopen their transactions: read them again.
+	if err := p.rebuildTxnsLocked(nil); err != nil {
+		return err
+	}
 	for {
 		cur := p.hwm.Load()
 		if cur <= offset || p.hwm.CompareAndSwap(cur, offset) {

@@ -62,6 +62,9 @@ type Partition struct {
 	epochs    epochCache
 	closed    bool
 
+	txnMu sync.Mutex // guards txns; written under mu too
+	txns  txnState
+
 	hwm         atomic.Int64
 	logStart    atomic.Int64
 	leaderEpoch atomic.Int32
@@ -92,6 +95,7 @@ func New(o Options) (*Partition, error) {
 		log:            o.Log,
 		now:            o.Now,
 		producers:      producers{},
+		txns:           newTxnState(),
 		watchers:       map[chan struct{}]struct{}{},
 		appendWatchers: map[chan struct{}]struct{}{},
 		flushKick:      make(chan struct{}, 1),
@@ -101,14 +105,13 @@ func New(o Options) (*Partition, error) {
 	cfg := o.Config
 	p.cfg.Store(&cfg)
 	o.Log.SetSegmentConfig(cfg.SegmentBytes, time.Duration(segmentAge(cfg)))
-	err := o.Log.ScanHeaders(o.Log.StartOffset(), func(h segment.Header) bool {
+	err := p.rebuildTxnsLocked(func(h segment.Header) {
 		appendTime := int64(-1)
 		if h.LogAppendTime() {
 			appendTime = h.MaxTimestamp
 		}
 		p.producers.record(h, appendTime)
 		p.epochs.note(h.PartitionLeaderEpoch, h.BaseOffset)
-		return true
 	})
 	if err != nil {
 		return nil, fmt.Errorf("partition %s-%d: rebuild producer state: %w", o.Topic, o.Index, err)
@@ -183,8 +186,17 @@ type AppendResult struct {
 // Append assigns offsets to one validated batch (CRC already checked by the
 // caller), stamps it and writes it to the log. A batch that repeats one of a
 // producer's last five returns the original offsets with Duplicate set and
-// writes nothing.
+// writes nothing. A transactional batch that opens its producer's
+// transaction here needs AppendTxn.
 func (p *Partition) Append(batch []byte, h segment.Header) (AppendResult, error) {
+	return p.AppendTxn(batch, h, nil)
+}
+
+// AppendTxn is Append for a batch whose transaction the coordinator
+// verified under g (GuardTxn): a transactional batch opens its producer's
+// transaction only with the guard it was verified under, and only if no
+// marker of the producer was written since (ErrInvalidTxnState).
+func (p *Partition) AppendTxn(batch []byte, h segment.Header, g *TxnGuard) (AppendResult, error) {
 	cfg := p.cfg.Load()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -198,6 +210,9 @@ func (p *Partition) Append(batch []byte, h segment.Header) (AppendResult, error)
 	if dup != nil {
 		return AppendResult{BaseOffset: dup.baseOffset, LastOffset: dup.lastOffset,
 			LogAppendTime: dup.appendTime, LogStart: p.logStart.Load(), Duplicate: true}, nil
+	}
+	if err := p.checkTxnLocked(h, g); err != nil {
+		return AppendResult{}, err
 	}
 	base := p.log.NextOffset()
 	segment.SetBaseOffset(batch, base)
@@ -213,7 +228,21 @@ func (p *Partition) Append(batch []byte, h segment.Header) (AppendResult, error)
 	h.BaseOffset = base
 	p.producers.record(h, appendTime)
 	p.epochs.note(p.LeaderEpoch(), base)
-	switch cfg.Durability {
+	if h.IsTransactional() {
+		p.txnMu.Lock()
+		p.txns.data(h)
+		p.txnMu.Unlock()
+	}
+	p.durableAfterAppendLocked(cfg.Durability)
+	p.notifyAppend() // followers long-polling for new data
+	return AppendResult{BaseOffset: base, LastOffset: h.LastOffset(), LogAppendTime: appendTime,
+		LogStart: p.logStart.Load()}, nil
+}
+
+// durableAfterAppendLocked moves the leader's durable end after an append
+// as the topic's durability says. Holds p.mu.
+func (p *Partition) durableAfterAppendLocked(durability string) {
+	switch durability {
 	case topic.DurabilityFsync:
 		p.kickFlush()
 	case topic.DurabilityObject:
@@ -221,9 +250,6 @@ func (p *Partition) Append(batch []byte, h segment.Header) (AppendResult, error)
 	default:
 		p.setDurable(p.log.NextOffset())
 	}
-	p.notifyAppend() // followers long-polling for new data
-	return AppendResult{BaseOffset: base, LastOffset: h.LastOffset(), LogAppendTime: appendTime,
-		LogStart: p.logStart.Load()}, nil
 }
 
 func (p *Partition) kickFlush() {
@@ -363,6 +389,7 @@ func (p *Partition) DeleteRecords(off int64) (int64, error) {
 		return 0, err
 	}
 	p.logStart.Store(p.log.StartOffset())
+	p.dropAbortedBelow(p.logStart.Load())
 	p.notify()
 	return p.logStart.Load(), nil
 }
@@ -405,6 +432,7 @@ func (p *Partition) Maintain() error {
 		return err
 	}
 	p.logStart.Store(p.log.StartOffset())
+	p.dropAbortedBelow(p.logStart.Load())
 	return nil
 }
 

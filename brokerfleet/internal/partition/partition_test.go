@@ -31,6 +31,7 @@ type spec struct {
 	seq      int32
 	gzip     bool
 	valueLen int
+	txn      bool // transactional
 }
 
 func plain(ts ...int64) spec { return spec{ts: ts} }
@@ -75,6 +76,9 @@ func buildBatch(s spec) []byte {
 		}
 		recs = buf.Bytes()
 		attrs |= 1
+	}
+	if s.txn {
+		attrs |= 0x10
 	}
 	pid, epoch, seq := int64(-1), int16(-1), int32(-1)
 	if s.pid != 0 {

@@ -30,6 +30,7 @@ type batchMeta struct {
 type producerState struct {
 	epoch   int16
 	batches []batchMeta // oldest first, at most window
+	lastTS  int64       // max timestamp of its last batch (DescribeProducers)
 }
 
 // producers is the idempotence state of one partition. Not safe for
@@ -51,14 +52,18 @@ func (ps producers) check(h segment.Header) (*batchMeta, error) {
 		return nil, nil
 	}
 	st := ps[h.ProducerID]
-	if st == nil || len(st.batches) == 0 {
-		// Unknown producer (new, or its batches were all deleted by
-		// retention): any sequence is accepted, as in Kafka.
-		return nil, nil
-	}
 	switch {
+	case st == nil:
+		// Unknown producer (new, or its batches were all cut): any
+		// sequence is accepted, as in Kafka.
+		return nil, nil
 	case h.ProducerEpoch < st.epoch:
+		// Fenced: a newer epoch wrote here (a batch, or a marker of the
+		// transaction coordinator that bumped it).
 		return nil, ErrInvalidProducerEpoch
+	case len(st.batches) == 0:
+		// Only markers of it here: any sequence is accepted.
+		return nil, nil
 	case h.ProducerEpoch > st.epoch:
 		if h.BaseSequence != 0 {
 			return nil, ErrOutOfOrderSequence
@@ -79,12 +84,23 @@ func (ps producers) check(h segment.Header) (*batchMeta, error) {
 	return nil, nil
 }
 
-// record remembers an appended batch (h carries its assigned offsets).
+// record remembers an appended batch (h carries its assigned offsets). A
+// control batch (a transaction marker) only raises the producer's epoch:
+// markers carry no sequence numbers.
 func (ps producers) record(h segment.Header, appendTime int64) {
-	if h.ProducerID < 0 || h.IsControl() {
+	if h.ProducerID < 0 {
 		return
 	}
 	st := ps[h.ProducerID]
+	if h.IsControl() {
+		switch {
+		case st == nil:
+			ps[h.ProducerID] = &producerState{epoch: h.ProducerEpoch, lastTS: h.MaxTimestamp}
+		case h.ProducerEpoch > st.epoch:
+			st.epoch, st.batches = h.ProducerEpoch, st.batches[:0]
+		}
+		return
+	}
 	if st == nil {
 		st = &producerState{epoch: h.ProducerEpoch}
 		ps[h.ProducerID] = st
@@ -94,6 +110,7 @@ func (ps producers) record(h segment.Header, appendTime int64) {
 	} else if h.ProducerEpoch < st.epoch {
 		return
 	}
+	st.lastTS = h.MaxTimestamp
 	if len(st.batches) == window {
 		copy(st.batches, st.batches[1:])
 		st.batches = st.batches[:window-1]

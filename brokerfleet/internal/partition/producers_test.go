@@ -77,9 +77,15 @@ func TestProducersCheck(t *testing.T) {
 		{name: "unknown producer, sequence 0", ps: seeded, h: hdr(2, 0, 0, 1, 0)},
 		{name: "unknown producer, any sequence", ps: seeded, h: hdr(2, 0, 12345, 3, 0)},
 		{name: "unknown producer, max sequence", ps: seeded, h: hdr(2, 7, max, 1, 0)},
-		{name: "producer with no batches left is unknown", ps: func() producers {
+		{name: "producer known by a marker only: any sequence", ps: func() producers {
 			return producers{1: {epoch: 3}}
-		}, h: hdr(1, 0, 77, 1, 0)},
+		}, h: hdr(1, 3, 77, 1, 0)},
+		{name: "producer known by a marker only: newer epoch, any sequence", ps: func() producers {
+			return producers{1: {epoch: 3}}
+		}, h: hdr(1, 4, 77, 1, 0)},
+		{name: "producer fenced by a marker: older epoch", ps: func() producers {
+			return producers{1: {epoch: 3}}
+		}, h: hdr(1, 2, 0, 1, 0), wantErr: ErrInvalidProducerEpoch},
 		{name: "non-idempotent batch", ps: seeded, h: hdr(-1, -1, -1, 5, 0)},
 		{name: "non-idempotent batch with a known producer's sequence", ps: seeded, h: hdr(-1, 3, 30, 5, 0)},
 

@@ -246,6 +246,7 @@ func (p *Partition) AppendReplica(epoch int32, batches []byte, leaderHWM int64) 
 			return nil
 		})
 		p.noteBatches(batches)
+		p.noteTxnBatches(batches)
 	}
 	p.advanceHWM(min(leaderHWM, p.log.NextOffset()))
 	return nil

@@ -53,6 +53,9 @@ func (p *Partition) resetLocked(offset int64) error {
 	}
 	p.epochs = nil
 	p.producers = producers{}
+	p.txnMu.Lock()
+	p.txns = newTxnState()
+	p.txnMu.Unlock()
 	p.hwm.Store(offset)
 	p.logStart.Store(offset)
 	p.repMu.Lock()
@@ -62,11 +65,11 @@ func (p *Partition) resetLocked(offset int64) error {
 	return nil
 }
 
-// ClosedSegments returns the closed segments lying wholly below the high
-// watermark (committed, so identical on every replica): what may be
-// uploaded.
+// ClosedSegments returns the closed segments lying wholly below the last
+// stable offset (committed, so identical on every replica, and with every
+// transaction in them decided): what may be uploaded.
 func (p *Partition) ClosedSegments() []segment.SegmentInfo {
-	hwm := p.hwm.Load()
+	hwm := p.LastStableOffset()
 	var out []segment.SegmentInfo
 	for _, s := range p.log.Segments() {
 		if s.Active || s.Size == 0 || s.NextOffset > hwm {

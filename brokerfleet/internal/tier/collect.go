@@ -8,9 +8,10 @@ import (
 	"github.com/stratamq/strata/pkg/metastore"
 )
 
-// Collect deletes the partition's objects that the manifest does not
-// reference and that are older than the orphan grace period: uploads of
-// deposed leaders, and uploads whose manifest write failed.
+// Collect deletes the partition's objects (segments and their
+// aborted-transaction objects) that the manifest does not reference and
+// that are older than the orphan grace period: uploads of deposed
+// leaders, and uploads whose manifest write failed.
 func (t *Tier) Collect(ctx context.Context, id metastore.TopicID, partition int32, man metastore.Manifest) (int, error) {
 	objs, err := t.opts.Store.List(ctx, Prefix(id, partition))
 	if err != nil {
@@ -19,11 +20,15 @@ func (t *Tier) Collect(ctx context.Context, id metastore.TopicID, partition int3
 	ref := map[string]bool{}
 	for _, s := range man.Segments {
 		ref[s.Object] = true
+		if s.Aborted != "" {
+			ref[s.Aborted] = true
+		}
 	}
 	cutoff := t.opts.Now().Add(-t.opts.OrphanGrace)
 	n := 0
 	for _, o := range objs {
-		if ref[o.Key] || !strings.HasSuffix(o.Key, ".log") || o.LastModified.After(cutoff) {
+		ours := strings.HasSuffix(o.Key, ".log") || strings.HasSuffix(o.Key, ".aborted")
+		if ref[o.Key] || !ours || o.LastModified.After(cutoff) {
 			continue
 		}
 		if err := t.opts.Store.Delete(ctx, o.Key); err != nil {

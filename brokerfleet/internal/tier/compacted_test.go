@@ -50,7 +50,7 @@ func TestReplaceWithCleanedSegments(t *testing.T) {
 		all = append(all, body...)
 		var err error
 		key := tier.CompactedKey(e.id, 0, info.BaseOffset, 1, 0)
-		man, err = e.t.UploadAs(ctx, key, e.id, 0, 1, man, info, bytes.NewReader(body))
+		man, err = e.t.UploadAs(ctx, key, e.id, 0, 1, man, info, bytes.NewReader(body), nil)
 		require.NoError(t, err)
 	}
 	old := man.Segments
@@ -113,7 +113,7 @@ func TestReplaceRefusesAStraddle(t *testing.T) {
 	var all []byte
 	a, ainfo := mkSegment(0, 10, 10, 20, 1) // [0, 100)
 	all = append(all, a...)
-	man, err := e.t.UploadAs(ctx, tier.CompactedKey(e.id, 0, 0, 1, 0), e.id, 0, 1, metastore.Manifest{}, ainfo, bytes.NewReader(a))
+	man, err := e.t.UploadAs(ctx, tier.CompactedKey(e.id, 0, 0, 1, 0), e.id, 0, 1, metastore.Manifest{}, ainfo, bytes.NewReader(a), nil)
 	require.NoError(t, err)
 	b, binfo := mkSegment(100, 10, 10, 20, 2) // [100, 200)
 	all = append(all, b...)
@@ -125,7 +125,7 @@ func TestReplaceRefusesAStraddle(t *testing.T) {
 		return nil
 	}))
 	oinfo := segment.SegmentInfo{BaseOffset: 90, NextOffset: binfo.NextOffset, Size: int64(len(overlap)), MaxTimestamp: 2}
-	man, err = e.t.UploadAs(ctx, tier.CompactedKey(e.id, 0, 90, 2, 0), e.id, 0, 2, man, oinfo, bytes.NewReader(overlap))
+	man, err = e.t.UploadAs(ctx, tier.CompactedKey(e.id, 0, 90, 2, 0), e.id, 0, 2, man, oinfo, bytes.NewReader(overlap), nil)
 	require.NoError(t, err)
 
 	body, info := cleanedCopy(t, all, 0, 150)

@@ -408,7 +408,10 @@ func (tg *Manager) partitionRound(ctx context.Context, lp ledPartition) error {
 			// Read after the open: the bytes are cleaned at most this far.
 			key = CompactedKey(lp.key.id, lp.key.partition, seg.BaseOffset, epoch, p.CleanedOffset())
 		}
-		man, err := tg.t.UploadAs(ctx, key, lp.key.id, lp.key.partition, epoch, cur, seg, f)
+		// Every transaction in the segment is decided (it lies below the
+		// last stable offset): the aborted ones go with it.
+		aborted := p.AbortedTxns(seg.BaseOffset, seg.NextOffset)
+		man, err := tg.t.UploadAs(ctx, key, lp.key.id, lp.key.partition, epoch, cur, seg, f, aborted)
 		f.Close()
 		if errors.Is(err, ErrFenced) {
 			tg.setManifest(lp.key, st, man, true)

@@ -140,6 +140,11 @@ func (t *Tier) Expire(ctx context.Context, id metastore.TopicID, partition, lead
 			if err := t.opts.Store.Delete(ctx, s.Object); err != nil {
 				t.opts.Logger.Warn("delete expired segment object", "object", s.Object, "err", err)
 			}
+			if s.Aborted != "" {
+				if err := t.opts.Store.Delete(ctx, s.Aborted); err != nil {
+					t.opts.Logger.Warn("delete expired aborted-transaction object", "object", s.Aborted, "err", err)
+				}
+			}
 		}
 	}
 	return stored, nil

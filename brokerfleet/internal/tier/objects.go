@@ -22,19 +22,30 @@ import (
 // is returned. A manifest written under a newer epoch fails with ErrFenced
 // and leaves the object for collection.
 func (t *Tier) Upload(ctx context.Context, id metastore.TopicID, partition, leaderEpoch int32, man metastore.Manifest, info segment.SegmentInfo, src io.ReaderAt) (metastore.Manifest, error) {
-	return t.UploadAs(ctx, Key(id, partition, info.BaseOffset, leaderEpoch), id, partition, leaderEpoch, man, info, src)
+	return t.UploadAs(ctx, Key(id, partition, info.BaseOffset, leaderEpoch), id, partition, leaderEpoch, man, info, src, nil)
 }
 
 // UploadAs is Upload to the object key given (CompactedKey for the
-// segments of a compacted topic).
-func (t *Tier) UploadAs(ctx context.Context, key string, id metastore.TopicID, partition, leaderEpoch int32, man metastore.Manifest, info segment.SegmentInfo, src io.ReaderAt) (metastore.Manifest, error) {
+// segments of a compacted topic), with the aborted transactions that
+// overlap the segment: their entries go to an object of their own,
+// created before the segment's (and named by its key), so read_committed
+// consumers of the tier drop the aborted records.
+func (t *Tier) UploadAs(ctx context.Context, key string, id metastore.TopicID, partition, leaderEpoch int32, man metastore.Manifest, info segment.SegmentInfo, src io.ReaderAt, aborted []AbortedTxn) (metastore.Manifest, error) {
 	if man.LeaderEpoch > leaderEpoch {
 		return man, fmt.Errorf("tier: upload %s/%d@%d: manifest has epoch %d: %w", id, partition, info.BaseOffset, man.LeaderEpoch, ErrFenced)
+	}
+	var abortedKey string
+	if len(aborted) > 0 {
+		abortedKey = AbortedKey(key)
+		if err := objstore.PutIfAbsentIdempotent(ctx, t.opts.Store, abortedKey, encodeAborted(aborted)); err != nil {
+			return man, fmt.Errorf("tier: upload %s: %w", abortedKey, err)
+		}
 	}
 	ref, err := t.storeSegment(ctx, key, id, partition, leaderEpoch, info, src)
 	if err != nil {
 		return man, err
 	}
+	ref.Aborted = abortedKey
 	for attempt := 0; ; attempt++ {
 		next := man
 		next.LeaderEpoch = leaderEpoch

@@ -67,6 +67,7 @@ type Tier struct {
 
 	mu      sync.Mutex
 	indexes map[string][]indexEntryT // object -> decoded offset index
+	aborted map[string][]AbortedTxn  // aborted-transaction object -> its entries
 }
 
 type indexEntryT struct{ offset, pos, maxTsBefore int64 }
@@ -91,5 +92,5 @@ func New(opts Options) *Tier {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Tier{opts: opts, cache: newChunkCache(opts.CacheBytes), indexes: map[string][]indexEntryT{}}
+	return &Tier{opts: opts, cache: newChunkCache(opts.CacheBytes), indexes: map[string][]indexEntryT{}, aborted: map[string][]AbortedTxn{}}
 }

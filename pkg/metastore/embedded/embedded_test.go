@@ -3,7 +3,9 @@ package embedded_test
 import (
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/stratamq/strata/pkg/latency"
 	"github.com/stratamq/strata/pkg/metastore"
 	"github.com/stratamq/strata/pkg/metastore/embedded"
 	"github.com/stratamq/strata/pkg/metastore/metastoretest"
@@ -46,4 +48,17 @@ func TestSurvivesReopen(t *testing.T) {
 	if n, _ := s.Add(ctx, metastore.Key{PK: "c", SK: "n"}, 1); n != 6 {
 		t.Fatalf("counter after reopen: %d, want 6", n)
 	}
+}
+
+// The latency wrapper dev and the bench put in front of the embedded
+// store keeps every guarantee of the store behind it (with a small model,
+// so the run stays short).
+func TestConformanceBehindLatency(t *testing.T) {
+	metastoretest.Run(t, func(t *testing.T) metastore.Store {
+		s, err := embedded.Open(filepath.Join(t.TempDir(), "meta.db"), embedded.WithoutSync())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return metastore.NewDelayed(s, latency.NewInjector(latency.Model{P50: 50 * time.Microsecond, P99: 200 * time.Microsecond}))
+	}, metastoretest.Options{})
 }

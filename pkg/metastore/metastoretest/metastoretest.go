@@ -64,6 +64,8 @@ func Run(t *testing.T, newStore NewStore, opts Options) {
 		{"BrokerRegistration", testBrokers},
 		{"ChangeNotification", testChanges},
 		{"SchemaRegistryRecords", testSchemas},
+		{"TransactionsFencedByShardAndVersion", testTransactions},
+		{"PendingTransactionalOffsets", testPendingOffsets},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -5,11 +5,13 @@
 //	orders billing                                   the billing consumer (group billing)
 //	orders analytics                                 the analytics consumer (group analytics)
 //	orders retryworker                               redelivers orders.retry when due
-//	orders demo      [-postgres URL] [-count N]      everything, against `brokerfleet dev`
+//	orders demo      [-postgres URL] [-clickhouse URL] [-count N]
+//	                                                 everything, against `brokerfleet dev`
 //
-// Every command takes -bootstrap (default 127.0.0.1:9092), -registry
-// (default http://127.0.0.1:8081) and, for the consumers, -postgres
-// (default $STRATA_POSTGRES_URL).
+// Every command takes -bootstrap (default 127.0.0.1:9092) and -registry
+// (default http://127.0.0.1:8081); billing takes -postgres (default
+// $STRATA_POSTGRES_URL), analytics -clickhouse (default
+// $STRATA_CLICKHOUSE_URL, clickhouse://host:port: the native protocol).
 package main
 
 import (
@@ -38,19 +40,21 @@ func main() {
 const usage = `usage: orders produce|billing|analytics|retryworker|demo [flags]  (orders CMD -h for flags)`
 
 type common struct {
-	bootstrap, registry, postgres  string
-	billingSchema, analyticsSchema string
-	retryBase                      time.Duration
-	session                        time.Duration
-	logLevel                       string
+	bootstrap, registry     string
+	postgres, billingSchema string
+	clickhouse, analyticsDB string
+	retryBase               time.Duration
+	session                 time.Duration
+	logLevel                string
 }
 
 func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.bootstrap, "bootstrap", "127.0.0.1:9092", "Kafka bootstrap brokers, host:port[,host:port...]")
 	fs.StringVar(&c.registry, "registry", "http://127.0.0.1:8081", "schema registry URLs, comma-separated, tried in order")
 	fs.StringVar(&c.postgres, "postgres", os.Getenv("STRATA_POSTGRES_URL"), "PostgreSQL URL (default $STRATA_POSTGRES_URL)")
-	fs.StringVar(&c.billingSchema, "billing-schema", "billing", "PostgreSQL schema of billing's tables")
-	fs.StringVar(&c.analyticsSchema, "analytics-schema", "analytics", "PostgreSQL schema of analytics' table")
+	fs.StringVar(&c.billingSchema, "billing-schema", orders.DefaultBillingSchema, "PostgreSQL schema of billing's tables")
+	fs.StringVar(&c.clickhouse, "clickhouse", os.Getenv("STRATA_CLICKHOUSE_URL"), "ClickHouse URL, clickhouse://[user[:password]@]host:port[/database] (the native protocol; default $STRATA_CLICKHOUSE_URL)")
+	fs.StringVar(&c.analyticsDB, "analytics-db", orders.DefaultAnalyticsDB, "ClickHouse database of analytics' order facts")
 	fs.DurationVar(&c.retryBase, "retry-base", 500*time.Millisecond, "backoff before the first retry of a failed order (doubles per attempt; 3 attempts, then the DLQ)")
 	fs.DurationVar(&c.session, "session-timeout", 6*time.Second, "consumer group session timeout")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -67,9 +71,9 @@ func (c *common) logger(w io.Writer) (*slog.Logger, error) {
 func (c *common) consumer(log *slog.Logger) orders.ConsumerConfig {
 	t := orders.DefaultGroupTiming()
 	t.Session = c.session
-	return orders.ConsumerConfig{Seeds: split(c.bootstrap), Registries: split(c.registry), PostgresURL: c.postgres,
-		Schemas: orders.Schemas{Billing: c.billingSchema, Analytics: c.analyticsSchema},
-		Policy:  orders.PipelinePolicy(c.retryBase), Timing: t, Logger: log}
+	return orders.ConsumerConfig{Seeds: split(c.bootstrap), Registries: split(c.registry),
+		PostgresURL: c.postgres, BillingSchema: c.billingSchema, ClickHouseURL: c.clickhouse, AnalyticsDB: c.analyticsDB,
+		Policy: orders.PipelinePolicy(c.retryBase), Timing: t, Logger: log}
 }
 
 func split(s string) []string {
@@ -134,9 +138,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	case "billing":
 		cfg := c.consumer(log)
+		if err := cfg.ValidateBilling(); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2
+		}
 		err = orders.Supervise(ctx, "billing", log, 0, func(ctx context.Context) error { return orders.RunBilling(ctx, cfg, nil) })
 	case "analytics":
 		cfg := c.consumer(log)
+		if err := cfg.ValidateAnalytics(); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2
+		}
 		err = orders.Supervise(ctx, "analytics", log, 0, func(ctx context.Context) error { return orders.RunAnalytics(ctx, cfg, nil) })
 	case "retryworker":
 		cfg := c.consumer(log)
@@ -146,7 +158,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "demo":
 		cfg := c.consumer(log)
 		err = orders.RunDemo(ctx, orders.DemoConfig{Seeds: cfg.Seeds, Registries: cfg.Registries, ConsoleURL: *console,
-			PostgresURL: c.postgres, Schemas: cfg.Schemas, Count: *count, Rate: *rate, Run: *runID, RetryBase: c.retryBase,
+			PostgresURL: c.postgres, BillingSchema: c.billingSchema, ClickHouseURL: c.clickhouse, AnalyticsDB: c.analyticsDB, Count: *count, Rate: *rate, Run: *runID, RetryBase: c.retryBase,
 			Partitions: int32(*partitions), Timeout: *timeout, Logger: log}, stdout)
 	}
 	if err != nil {
