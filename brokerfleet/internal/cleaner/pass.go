@@ -206,14 +206,19 @@ func (c *Cleaner) batchLimit() int64 { return int64(c.o.MaxBatchBytes) }
 // keepWhole reports whether a batch is kept as it is, whatever the map
 // says.
 //
-// TODO(transactions): control batches (commit and abort markers) and
-// transactional batches are kept whole until the transaction coordinator
-// exists. Then, as Kafka does: drop the records of aborted transactions
-// (from the aborted-transaction index beside each segment), keep a
-// transaction's marker while any of its data batches remain, remove
-// markers past their delete horizon, and never let a key of an open
-// (undecided) transaction enter the map: the cleanable end must stop at
-// the last stable offset.
+// Control batches (commit and abort markers) and transactional batches
+// are kept whole, at their offsets, and their keys stay out of the map, so
+// the aborted-transaction ranges (partition.AbortedTxns, the tier's
+// aborted lists) stay true for rewritten segments. The cleanable segments
+// end at the last stable offset (partition.ClosedSegments), so no open
+// transaction is ever cleaned.
+//
+// TODO(transactions): as Kafka does, drop the records of aborted
+// transactions, compact committed transactional batches like any other,
+// keep a transaction's marker while any of its data batches remain and
+// remove markers past their delete horizon. Until then a topic written
+// only by transactional producers (Kafka Streams with exactly-once) is
+// not compacted at all.
 func keepWhole(h segment.Header) bool { return h.IsControl() || h.IsTransactional() }
 
 // eachBatch calls fn with every batch of the closed segment s of p,

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/stratamq/strata/pkg/metastore"
+	"github.com/stratamq/strata/pkg/objstore"
 	"github.com/stratamq/strata/pkg/segment"
 )
 
@@ -91,7 +92,7 @@ func (tg *Manager) replaceGroup(ctx context.Context, lp ledPartition, man metast
 	}
 	// Read after the opens: the bytes are cleaned at most this far.
 	key := CompactedKey(lp.key.id, lp.key.partition, info.BaseOffset, lp.epoch, lp.p.CleanedOffset())
-	return tg.t.Replace(ctx, key, lp.key.id, lp.key.partition, lp.epoch, man, info, cr)
+	return tg.t.Replace(ctx, key, lp.key.id, lp.key.partition, lp.epoch, man, info, cr, lp.p.AbortedTxns(info.BaseOffset, info.NextOffset))
 }
 
 // Compacted topics in the tier.
@@ -169,21 +170,32 @@ func straddles(man metastore.Manifest, base, next int64) bool {
 }
 
 // Replace stores the cleaned segments [info.BaseOffset, info.NextOffset)
-// (info.Size bytes of src) under key and, in one manifest write under
-// leaderEpoch, replaces every reference lying wholly inside that range by
-// it. It fails, writing nothing, when a reference straddles the range's
-// end (see straddles). The replaced objects are left for Collect.
-func (t *Tier) Replace(ctx context.Context, key string, id metastore.TopicID, partition, leaderEpoch int32, man metastore.Manifest, info segment.SegmentInfo, src io.ReaderAt) (metastore.Manifest, error) {
+// (info.Size bytes of src) under key, with the aborted transactions that
+// overlap them (as UploadAs does: the cleaner keeps transactional batches
+// and markers whole, at their offsets, so the list is the old one's), and,
+// in one manifest write under leaderEpoch, replaces every reference lying
+// wholly inside that range by it. It fails, writing nothing, when a
+// reference straddles the range's end (see straddles). The replaced
+// objects are left for Collect.
+func (t *Tier) Replace(ctx context.Context, key string, id metastore.TopicID, partition, leaderEpoch int32, man metastore.Manifest, info segment.SegmentInfo, src io.ReaderAt, aborted []AbortedTxn) (metastore.Manifest, error) {
 	if man.LeaderEpoch > leaderEpoch {
 		return man, fmt.Errorf("tier: replace %s/%d@%d: manifest has epoch %d: %w", id, partition, info.BaseOffset, man.LeaderEpoch, ErrFenced)
 	}
 	if straddles(man, info.BaseOffset, info.NextOffset) {
 		return man, fmt.Errorf("tier: replace %s/%d [%d, %d): %w", id, partition, info.BaseOffset, info.NextOffset, errStraddle)
 	}
+	var abortedKey string
+	if len(aborted) > 0 {
+		abortedKey = AbortedKey(key)
+		if err := objstore.PutIfAbsentIdempotent(ctx, t.opts.Store, abortedKey, encodeAborted(aborted)); err != nil {
+			return man, fmt.Errorf("tier: replace %s: %w", abortedKey, err)
+		}
+	}
 	ref, err := t.storeSegment(ctx, key, id, partition, leaderEpoch, info, src)
 	if err != nil {
 		return man, err
 	}
+	ref.Aborted = abortedKey
 	for attempt := 0; ; attempt++ {
 		next := man
 		next.LeaderEpoch = leaderEpoch
