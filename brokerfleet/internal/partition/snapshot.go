@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -49,11 +50,7 @@ func (p *Partition) SnapshotError() error {
 // Holds p.mu.
 func (p *Partition) encodeStateLocked() []byte {
 	b := []byte{stateVersion}
-	ids := make([]int64, 0, len(p.producers))
-	for id := range p.producers {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
+	ids := slices.Sorted(maps.Keys(p.producers))
 	b = binary.AppendUvarint(b, uint64(len(ids)))
 	for _, id := range ids {
 		st := p.producers[id]
@@ -77,11 +74,7 @@ func (p *Partition) encodeStateLocked() []byte {
 	p.txnMu.Lock()
 	defer p.txnMu.Unlock()
 	t := &p.txns
-	open := make([]int64, 0, len(t.open))
-	for id := range t.open {
-		open = append(open, id)
-	}
-	slices.Sort(open)
+	open := slices.Sorted(maps.Keys(t.open))
 	b = binary.AppendUvarint(b, uint64(len(open)))
 	for _, id := range open {
 		o := t.open[id]
@@ -100,11 +93,7 @@ func (p *Partition) encodeStateLocked() []byte {
 		b = binary.AppendVarint(b, a.FirstOffset)
 		b = binary.AppendVarint(b, a.LastOffset)
 	}
-	coords := make([]int64, 0, len(t.coord))
-	for id := range t.coord {
-		coords = append(coords, id)
-	}
-	slices.Sort(coords)
+	coords := slices.Sorted(maps.Keys(t.coord))
 	b = binary.AppendUvarint(b, uint64(len(coords)))
 	for _, id := range coords {
 		b = binary.AppendVarint(b, id)
