@@ -35,13 +35,13 @@ type lagHistorySampleJSON struct {
 }
 
 type lagHistorySeriesJSON struct {
-	Topic     string          `json:"topic"`
-	Partition int32           `json:"partition"`
+	Topic     string                 `json:"topic"`
+	Partition int32                  `json:"partition"`
 	Samples   []lagHistorySampleJSON `json:"samples"`
 }
 
 type lagHistoryJSON struct {
-	Group      string          `json:"group"`
+	Group      string                 `json:"group"`
 	Partitions []lagHistorySeriesJSON `json:"partitions"`
 }
 
