@@ -2,6 +2,7 @@ package dlqconsole
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,6 +42,12 @@ type Options struct {
 	// BasePath is the path the console is mounted under, such as
 	// "/console"; "" serves it at the root.
 	BasePath string
+	// AdminUser and AdminPassword are the basic authentication the
+	// console sends to the brokers' HTTP endpoints beside the registry
+	// (the lag history), when the registry asks for it: the registry's
+	// own user. AdminTLS is their TLS configuration (the registry's CA).
+	AdminUser, AdminPassword string
+	AdminTLS                 *tls.Config
 }
 
 func (o *Options) validate() error {
@@ -69,6 +76,8 @@ type Console struct {
 	producer *kgo.Client // also the admin client's
 	adm      *kadm.Client
 	registry *sr.Client // nil without a registry
+	// adminHTTP asks the brokers' HTTP endpoints (the lag history).
+	adminHTTP *http.Client
 	mux      *http.ServeMux
 	timeout  time.Duration // bounds each Kafka step of a request
 
@@ -112,6 +121,11 @@ func newConsole(opts Options) (*Console, error) {
 		}
 		c.registry = rc
 	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if opts.AdminTLS != nil {
+		tr.TLSClientConfig = opts.AdminTLS.Clone()
+	}
+	c.adminHTTP = &http.Client{Timeout: 10 * time.Second, Transport: tr}
 	c.routes()
 	return c, nil
 }
@@ -125,10 +139,14 @@ func Close(h http.Handler) {
 
 func (c *Console) routes() {
 	m := http.NewServeMux()
-	m.HandleFunc("GET /{$}", c.pageIndex)
-	m.HandleFunc("GET /topics/{topic}", c.pageTopic)
-	m.HandleFunc("GET /topics/{topic}/letters/{partition}/{offset}", c.pageLetter)
-	m.HandleFunc("POST /topics/{topic}/action", c.pageAction)
+	c.viewRoutes(m)
+	m.HandleFunc("GET /dlq/{$}", c.pageIndex)
+	m.HandleFunc("GET /dlq", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, c.opts.BasePath+"/dlq/", http.StatusMovedPermanently)
+	})
+	m.HandleFunc("GET /dlq/topics/{topic}", c.pageTopic)
+	m.HandleFunc("GET /dlq/topics/{topic}/letters/{partition}/{offset}", c.pageLetter)
+	m.HandleFunc("POST /dlq/topics/{topic}/action", c.pageAction)
 	m.HandleFunc("GET /style.css", c.serveStyle)
 	m.HandleFunc("/api/topics", methods("GET", c.apiTopics))
 	m.HandleFunc("/api/topics/{topic}/letters", methods("GET", c.apiLetters))

@@ -1,0 +1,82 @@
+package dlqconsole
+
+import (
+	"encoding/xml"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+// checkSVG parses the chart as XML and fails on NaN or infinite numbers.
+func checkSVG(t *testing.T, svg string) {
+	t.Helper()
+	for _, bad := range []string{"NaN", "Inf", "<script", "style="} {
+		if strings.Contains(svg, bad) {
+			t.Fatalf("chart contains %q:\n%s", bad, svg)
+		}
+	}
+	d := xml.NewDecoder(strings.NewReader(svg))
+	for {
+		if _, err := d.Token(); err != nil {
+			if err.Error() == "EOF" {
+				return
+			}
+			t.Fatalf("chart is not well-formed XML: %v\n%s", err, svg)
+		}
+	}
+}
+
+func TestLagChart(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
+	pts := func(vs ...int64) []ChartPoint {
+		var out []ChartPoint
+		for i, v := range vs {
+			out = append(out, ChartPoint{At: t0.Add(time.Duration(i) * 5 * time.Second), Value: v})
+		}
+		return out
+	}
+	cases := []struct {
+		name   string
+		series []ChartSeries
+		want   []string
+	}{
+		{"none", nil, []string{"no samples yet"}},
+		{"empty series", []ChartSeries{{Name: "total"}}, []string{"no samples yet"}},
+		{"one sample", []ChartSeries{{Name: "total", Points: pts(7)}}, []string{`<circle class="sample"`, "03:00:00 UTC", ">10<"}},
+		{"zero lag", []ChartSeries{{Name: "total", Points: pts(0, 0, 0)}}, []string{`<polyline class="series"`, ">1<", ">0<"}},
+		{"huge", []ChartSeries{{Name: "total", Points: pts(0, math.MaxInt64, math.MaxInt64/3)}}, []string{"9.2E"}},
+		{"same instant", []ChartSeries{{Name: "a", Points: []ChartPoint{{At: t0, Value: 1}, {At: t0, Value: 5}}}}, []string{"<polyline"}},
+		{"negative clamps", []ChartSeries{{Name: "a", Points: pts(-5, 3)}}, []string{"<polyline"}},
+		{"escaped names", []ChartSeries{{Name: "<script>x</script>", Points: pts(1, 2)}}, []string{"&lt;script&gt;"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			svg := string(lagChart("lag of <g>", c.series))
+			checkSVG(t, svg)
+			for _, w := range c.want {
+				if !strings.Contains(svg, w) {
+					t.Fatalf("chart lacks %q:\n%s", w, svg)
+				}
+			}
+		})
+	}
+	// Many series: bounded.
+	var many []ChartSeries
+	for i := range 50 {
+		many = append(many, ChartSeries{Name: "p", Points: pts(int64(i), int64(i+1))})
+	}
+	svg := string(lagChart("many", many))
+	checkSVG(t, svg)
+	if n := strings.Count(svg, "<polyline"); n != chartMaxSeries {
+		t.Fatalf("%d lines drawn, want %d", n, chartMaxSeries)
+	}
+}
+
+func TestNiceCeil(t *testing.T) {
+	for in, want := range map[int64]int64{-3: 1, 0: 1, 1: 1, 2: 2, 3: 5, 7: 10, 11: 20, 999: 1000, 1001: 2000, math.MaxInt64: math.MaxInt64, math.MaxInt64 / 2: 5e18} {
+		if got := niceCeil(in); got != want {
+			t.Errorf("niceCeil(%d) = %d, want %d", in, got, want)
+		}
+	}
+}
