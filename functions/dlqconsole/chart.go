@@ -26,11 +26,11 @@ type ChartSeries struct {
 }
 
 const (
-	chartW, chartH                     = 760.0, 260.0
-	chartLeft, chartRight              = 70.0, 150.0 // room for the y labels and the legend
-	chartTop, chartBottom              = 14.0, 30.0
-	chartMaxSeries                     = 8 // lines beyond it are left out of the legend and the drawing
-	chartPlotW, chartPlotH     float64 = chartW - chartLeft - chartRight, chartH - chartTop - chartBottom
+	chartW, chartH                 = 760.0, 260.0
+	chartLeft, chartRight          = 70.0, 150.0 // room for the y labels and the legend
+	chartTop, chartBottom          = 14.0, 30.0
+	chartMaxSeries                 = 8 // lines beyond it are left out of the legend and the drawing
+	chartPlotW, chartPlotH float64 = chartW - chartLeft - chartRight, chartH - chartTop - chartBottom
 )
 
 var chartColors = []string{"#23395d", "#c0392b", "#27ae60", "#8e44ad", "#d35400", "#16a085", "#7f8c8d", "#2c3e50"}

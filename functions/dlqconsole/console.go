@@ -78,8 +78,8 @@ type Console struct {
 	registry *sr.Client // nil without a registry
 	// adminHTTP asks the brokers' HTTP endpoints (the lag history).
 	adminHTTP *http.Client
-	mux      *http.ServeMux
-	timeout  time.Duration // bounds each Kafka step of a request
+	mux       *http.ServeMux
+	timeout   time.Duration // bounds each Kafka step of a request
 
 	commitMu sync.Mutex // serializes this process's commits
 
