@@ -104,9 +104,9 @@ func (f *httpFlags) registry(sec *security.Config, sf *securityFlags, log *slog.
 // basic authentication against the metastore's SCRAM users, and checked
 // against b's ACLs when they are on. Anonymous only when neither is.
 // registryHandler serves b's schema registry and, beside it under the same
-// authentication and ACLs, the lag history (laghttp.go) of the groups
-// lagFrom coordinate.
-func registryHandler(b *broker.Broker, rs registrySecurity, lagFrom []*broker.Broker) http.Handler {
+// authentication and ACLs, the admin endpoints (adminhttp.go: partition
+// sizes, lag history) of the brokers adminOf.
+func registryHandler(b *broker.Broker, rs registrySecurity, adminOf []*broker.Broker) http.Handler {
 	var sec schemaregistry.Security
 	if rs.basic {
 		sec.Authenticator = schemaregistry.NewScramAuthenticator(b.Meta(), schemaregistry.ScramOptions{})
@@ -115,7 +115,7 @@ func registryHandler(b *broker.Broker, rs registrySecurity, lagFrom []*broker.Br
 		sec.Authorizer = acls
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/strata/", lagHandler(lagFrom))
+	mux.Handle("/strata/", adminHandler(adminOf))
 	mux.Handle("/", b.Registry())
 	return schemaregistry.Protect(mux, sec)
 }

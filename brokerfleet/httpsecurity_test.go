@@ -191,9 +191,9 @@ func TestRegistryACLs(t *testing.T) {
 
 	// The lag history beside the registry: the same authentication, and
 	// DESCRIBE on the group.
-	lag := func(user, pass string) int {
+	get := func(path, user, pass string) int {
 		t.Helper()
-		req, err := http.NewRequestWithContext(ctx, "GET", srv.URL+"/strata/v1/groups/billing/lag", nil)
+		req, err := http.NewRequestWithContext(ctx, "GET", srv.URL+path, nil)
 		require.NoError(t, err)
 		if user != "" {
 			req.SetBasicAuth(user, pass)
@@ -203,6 +203,7 @@ func TestRegistryACLs(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
+	lag := func(user, pass string) int { return get("/strata/v1/groups/billing/lag", user, pass) }
 	require.Equal(t, http.StatusUnauthorized, lag("", ""))
 	require.Equal(t, http.StatusUnauthorized, lag("alice", "wrong"))
 	require.Equal(t, http.StatusForbidden, lag("alice", "alice-pw"))
@@ -211,6 +212,11 @@ func TestRegistryACLs(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return lag("alice", "alice-pw") == http.StatusNotFound }, 10*time.Second, 50*time.Millisecond,
 		"DESCRIBE on the group: no history of a group nobody committed for")
+	// Partition sizes: DESCRIBE on the topic (bob's READ on ord*).
+	require.Equal(t, http.StatusUnauthorized, get("/strata/v1/topics/orders/sizes", "", ""))
+	require.Equal(t, http.StatusForbidden, get("/strata/v1/topics/payments/sizes", "bob", "bob-pw"))
+	require.Equal(t, http.StatusNotFound, get("/strata/v1/topics/orders/sizes", "bob", "bob-pw"), "no such topic")
+	require.Equal(t, http.StatusNotFound, get("/strata/v1/nothing", "bob", "bob-pw"))
 }
 
 // TestServeRegistryTLSAndMetricsAuth runs serve with -authorizer, the

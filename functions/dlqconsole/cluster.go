@@ -176,6 +176,10 @@ type PartitionRow struct {
 	UnderReplicated bool
 	Start, End      int64 // log start offset and high watermark; -1: unknown
 	Err             string
+	// Sizes, as the brokers report them; empty when unknown.
+	OnDisk   string // the leader's log, and all replicas' together
+	InS3     string // what the tier manifest references, and in how many segments
+	TierNote string
 }
 
 // ConfigRow is one topic config.
@@ -193,6 +197,9 @@ type TopicPage struct {
 	Partitions []PartitionRow
 	Configs    []ConfigRow
 	ConfigErr  string
+	SizeNote   string // why sizes are missing or incomplete
+	OnDisk     string // all partitions' replicas together
+	InS3       string // all partitions together
 }
 
 // topicDetail describes topic, or answers 404 when it does not exist.
@@ -237,6 +244,7 @@ func (c *Console) topicPage(ctx context.Context, topic string) (TopicPage, error
 		}
 		p.Partitions = append(p.Partitions, row)
 	}
+	c.addSizes(ctx, &p)
 	rcs, err := c.adm.DescribeTopicConfigs(ctx, topic)
 	if err == nil && len(rcs) == 1 && rcs[0].Err != nil {
 		err = rcs[0].Err
@@ -271,4 +279,42 @@ func ids(v []int32) string {
 		s[i] = fmt.Sprint(id)
 	}
 	return strings.Join(s, ", ")
+}
+
+// addSizes fills p's sizes from the brokers.
+func (c *Console) addSizes(ctx context.Context, p *TopicPage) {
+	md, err := c.adm.BrokerMetadata(ctx)
+	if err != nil {
+		p.SizeNote = "sizes unknown: " + err.Error()
+		return
+	}
+	var hosts []string
+	for _, b := range md.Brokers {
+		hosts = append(hosts, b.Host)
+	}
+	sizes, note := c.sizesOf(ctx, p.Name, hosts)
+	p.SizeNote = note
+	if sizes == nil {
+		return
+	}
+	var disk, s3 int64
+	tiered := false
+	for i := range p.Partitions {
+		row := &p.Partitions[i]
+		s, ok := sizes[row.Partition]
+		if !ok {
+			continue
+		}
+		disk += s.allBytes
+		row.OnDisk = fmt.Sprintf("%s (%d replica(s): %s)", humanBytes(s.leaderBytes), s.replicas, humanBytes(s.allBytes))
+		if s.tiered {
+			tiered = true
+			s3 += s.tierBytes
+			row.InS3 = fmt.Sprintf("%s in %d segment(s)", humanBytes(s.tierBytes), s.tierSegments)
+		}
+	}
+	p.OnDisk = humanBytes(disk)
+	if tiered {
+		p.InS3 = humanBytes(s3)
+	}
 }

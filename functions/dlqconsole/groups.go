@@ -243,33 +243,45 @@ func sampleLag(committed, end int64) int64 {
 const maxHistoryBytes = 16 << 20
 
 func (c *Console) fetchLagHistory(ctx context.Context, group, coordHost string) (*lagHistory, error) {
+	var h lagHistory
+	if err := c.adminGet(ctx, coordHost, "/strata/v1/groups/"+url.PathEscape(group)+"/lag", &h); err != nil {
+		return nil, err
+	}
+	return &h, nil
+}
+
+// adminGet asks the broker at host (the registry's port and scheme) for
+// the admin endpoint path (brokerfleet/adminhttp.go) and decodes its JSON
+// answer into v.
+func (c *Console) adminGet(ctx context.Context, host, path string, v any) error {
 	u, err := url.Parse(c.opts.RegistryURL)
 	if err != nil {
-		return nil, fmt.Errorf("registry URL: %w", err)
+		return fmt.Errorf("registry URL: %w", err)
 	}
-	if coordHost != "" {
+	if host != "" {
 		if port := u.Port(); port != "" {
-			u.Host = net.JoinHostPort(coordHost, port)
+			u.Host = net.JoinHostPort(host, port)
 		} else {
-			u.Host = coordHost
+			u.Host = host
 		}
 	}
-	u.Path = strings.TrimRight(u.Path, "/") + "/strata/v1/groups/" + url.PathEscape(group) + "/lag"
+	u.Path = strings.TrimRight(u.Path, "/") + path
+	u.RawPath = ""
 	req, err := http.NewRequestWithContext(ctx, "GET", u.String(), nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if c.opts.AdminUser != "" {
 		req.SetBasicAuth(c.opts.AdminUser, c.opts.AdminPassword)
 	}
 	resp, err := c.adminHTTP.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("ask the coordinator: %w", err)
+		return fmt.Errorf("ask broker %s: %w", u.Host, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxHistoryBytes))
 	if err != nil {
-		return nil, fmt.Errorf("read the coordinator's answer: %w", err)
+		return fmt.Errorf("read the answer of %s: %w", u.Host, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		var e struct {
@@ -279,11 +291,18 @@ func (c *Console) fetchLagHistory(ctx context.Context, group, coordHost string) 
 		if e.Message == "" {
 			e.Message = strconv.Quote(string(body[:min(len(body), 200)]))
 		}
-		return nil, fmt.Errorf("%s answered %d: %s", u.Host, resp.StatusCode, e.Message)
+		return &adminError{status: resp.StatusCode, msg: fmt.Sprintf("%s answered %d: %s", u.Host, resp.StatusCode, e.Message)}
 	}
-	var h lagHistory
-	if err := json.Unmarshal(body, &h); err != nil {
-		return nil, fmt.Errorf("%s: malformed lag history: %w", u.Host, err)
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("%s: malformed answer: %w", u.Host, err)
 	}
-	return &h, nil
+	return nil
 }
+
+// adminError is an admin endpoint's error answer.
+type adminError struct {
+	status int
+	msg    string
+}
+
+func (e *adminError) Error() string { return e.msg }

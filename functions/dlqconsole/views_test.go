@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +37,7 @@ type viewEnv struct {
 
 func newViewEnv(t *testing.T) viewEnv {
 	t.Helper()
-	tc := testbroker.StartClusterArgs(t, true, "-group-stats-interval", "200ms")
+	tc := testbroker.StartClusterArgs(t, true, "-group-stats-interval", "200ms", "-tier=true", "-tier-interval", "200ms")
 	c := cluster{bootstrap: tc.Bootstrap, registry: tc.Registry}
 	env := viewEnv{c: c, dlq: seed(t, c)}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -48,6 +49,13 @@ func newViewEnv(t *testing.T) viewEnv {
 	resp, err := adm.CreateTopic(ctx, 2, 1, map[string]*string{"retention.ms": kadm.StringPtr("86400000")}, "shop")
 	require.NoError(t, err)
 	require.NoError(t, resp.Err)
+	// big rolls a segment every KiB, which the leader uploads to S3.
+	resp, err = adm.CreateTopic(ctx, 1, 1, map[string]*string{"segment.bytes": kadm.StringPtr("1024")}, "big")
+	require.NoError(t, err)
+	require.NoError(t, resp.Err)
+	for i := range 20 {
+		require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: "big", Value: []byte(strings.Repeat(fmt.Sprint(i%10), 300))}).FirstErr())
+	}
 	body, err := avro.Marshal(avro.MustParse(orderSchema), order{ID: 7, Item: "teapot"})
 	require.NoError(t, err)
 	avroValue := append(binary.BigEndian.AppendUint32([]byte{0}, uint32(env.dlq.schemaID)), body...)
@@ -133,6 +141,12 @@ func TestPages(t *testing.T) {
 	page("/topics", `href="/console/topics/shop"`, "orders.dlq", "payments")
 	html := page("/topics/shop", `id="partition-0"`, `id="partition-1"`, "retention.ms", "86400000", "DYNAMIC_TOPIC_CONFIG")
 	require.Regexp(t, `id="partition-0"><td class="num">0</td><td class="num">0</td>`, html, "partition 0 led by broker 0")
+	require.Regexp(t, `On disk \(all replicas\): <strong>\d+(\.\d)? (B|KiB)</strong>`, html)
+	require.Regexp(t, `<td class="num">\d+(\.\d)? (B|KiB) \(1 replica\(s\): `, html)
+	require.Eventually(t, func() bool {
+		_, html := e.get(t, "/topics/big")
+		return regexp.MustCompile(`in S3: <strong>\d+(\.\d)? (B|KiB)</strong>`).MatchString(html) && strings.Contains(html, "segment(s)")
+	}, 30*time.Second, 200*time.Millisecond, "big's closed segments in S3")
 
 	html = page(fmt.Sprintf("/topics/shop/messages?partition=0&offset=%d&limit=5", e.avroAt),
 		"schema 1 AVRO", `&#34;item&#34;: &#34;teapot&#34;`, "&lt;script&gt;alert(&#39;shop&#39;)&lt;/script&gt;", "&lt;i&gt;test&lt;/i&gt;")

@@ -1,7 +1,21 @@
 package main
 
-// The lag history endpoint, served on the schema registry's listener under
-// the registry's own authentication and ACLs (registryHandler):
+// The admin endpoints the console reads, served on the schema registry's
+// listener under the registry's own authentication and ACLs
+// (registryHandler): what Kafka's protocol does not carry.
+//
+//	GET /strata/v1/topics/{topic}/sizes
+//
+// answers what this broker stores of each partition of topic it hosts: its
+// local log's bytes and, for the partitions it leads, the bytes and
+// segments the tier manifest references in S3:
+//
+//	{"topic":"t","partitions":[{"broker":0,"partition":0,"leader":true,
+//	  "localBytes":1234,"tiered":true,"tierBytes":999,"tierSegments":2}]}
+//
+// It needs DESCRIBE on the topic; 404 when this broker hosts nothing of
+// it. Each broker answers for itself (dev: for all its brokers); the
+// console asks every broker.
 //
 //	GET /strata/v1/groups/{group}/lag
 //
@@ -45,9 +59,47 @@ type lagHistoryJSON struct {
 	Partitions []lagHistorySeriesJSON `json:"partitions"`
 }
 
-// lagHandler serves the lag history of the groups brokers coordinate.
-func lagHandler(brokers []*broker.Broker) http.Handler {
+type partitionSizeJSON struct {
+	Broker       int32 `json:"broker"`
+	Partition    int32 `json:"partition"`
+	Leader       bool  `json:"leader"`
+	LocalBytes   int64 `json:"localBytes"`
+	Tiered       bool  `json:"tiered"`
+	TierBytes    int64 `json:"tierBytes"`
+	TierSegments int   `json:"tierSegments"`
+}
+
+type topicSizesJSON struct {
+	Topic      string              `json:"topic"`
+	Partitions []partitionSizeJSON `json:"partitions"`
+}
+
+// adminHandler serves the partition sizes and lag history of brokers.
+func adminHandler(brokers []*broker.Broker) http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /strata/v1/topics/{topic}/sizes", func(w http.ResponseWriter, r *http.Request) {
+		topic := r.PathValue("topic")
+		if !schemaregistry.Allowed(r.Context(), kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, topic) {
+			lagError(w, http.StatusForbidden, "not authorized to DESCRIBE topic "+topic)
+			return
+		}
+		out := topicSizesJSON{Topic: topic, Partitions: []partitionSizeJSON{}}
+		found := false
+		for _, b := range brokers {
+			sizes, ok := b.PartitionSizes(topic)
+			found = found || ok
+			for _, s := range sizes {
+				out.Partitions = append(out.Partitions, partitionSizeJSON{Broker: s.Broker, Partition: s.Partition, Leader: s.Leader,
+					LocalBytes: s.LocalBytes, Tiered: s.Tiered, TierBytes: s.TierBytes, TierSegments: s.TierSegments})
+			}
+		}
+		if !found {
+			lagError(w, http.StatusNotFound, "topic "+topic+" is unknown to this broker")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
+	})
 	mux.HandleFunc("GET /strata/v1/groups/{group}/lag", func(w http.ResponseWriter, r *http.Request) {
 		group := r.PathValue("group")
 		if !schemaregistry.Allowed(r.Context(), kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, group) {
