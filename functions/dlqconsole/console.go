@@ -229,6 +229,11 @@ func kafkaError(what string, err error) error {
 	}
 	var ke *kerr.Error
 	if errors.As(err, &ke) {
+		switch ke {
+		case kerr.TopicAuthorizationFailed, kerr.GroupAuthorizationFailed, kerr.ClusterAuthorizationFailed:
+			// The console's own user may not: say so, not "bad gateway".
+			return errorf(http.StatusForbidden, "kafka: %s: the console's user is not authorized: %v", what, err)
+		}
 		return errorf(http.StatusBadGateway, "kafka: %s: %v", what, err)
 	}
 	return errorf(http.StatusServiceUnavailable, "kafka: %s: %v", what, err)
