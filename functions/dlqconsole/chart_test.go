@@ -3,6 +3,7 @@ package dlqconsole
 import (
 	"encoding/xml"
 	"math"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -79,4 +80,37 @@ func TestNiceCeil(t *testing.T) {
 			t.Errorf("niceCeil(%d) = %d, want %d", in, got, want)
 		}
 	}
+}
+
+// FuzzLagChart draws arbitrary samples: always well-formed, never NaN.
+func FuzzLagChart(f *testing.F) {
+	f.Add(int64(0), int64(0), int64(0), int64(1))
+	f.Add(int64(math.MaxInt64), int64(-1), int64(math.MinInt64), int64(math.MaxInt64))
+	f.Fuzz(func(t *testing.T, t0, v0, t1, v1 int64) {
+		pts := []ChartPoint{{At: time.UnixMilli(t0 % (1 << 50)), Value: v0}, {At: time.UnixMilli(t1 % (1 << 50)), Value: v1}}
+		checkSVG(t, string(lagChart("f", []ChartSeries{{Name: "a", Points: pts}, {Name: "b", Points: pts[:1]}})))
+	})
+}
+
+// FuzzMessageQuery: any query is a valid bounded query or a 400.
+func FuzzMessageQuery(f *testing.F) {
+	f.Add("partition=1&offset=5&limit=10")
+	f.Add("time=2026-12-02T03:04:05Z")
+	f.Add("offset=-1&time=x&limit=1000")
+	f.Fuzz(func(t *testing.T, q string) {
+		v, err := url.ParseQuery(q)
+		if err != nil {
+			return
+		}
+		mq, _, err := parseMessageQuery(v)
+		if err != nil {
+			if statusOf(err) != 400 {
+				t.Fatalf("%q: status %d", q, statusOf(err))
+			}
+			return
+		}
+		if mq.Partition < 0 || mq.Limit < 1 || mq.Limit > maxMessages || mq.Offset < -1 {
+			t.Fatalf("%q: %+v", q, mq)
+		}
+	})
 }
