@@ -74,8 +74,8 @@ func lagChart(title string, series []ChartSeries) template.HTML {
 		f := float64(max(v, 0)) / float64(top)
 		return chartTop + chartPlotH*(1-min(f, 1))
 	}
-	// The y axis: 0, half and the top, with grid lines.
-	for _, v := range []int64{0, top / 2, top} {
+	// The y axis, with grid lines.
+	for _, v := range yTicks(top) {
 		yy := y(v)
 		fmt.Fprintf(&b, `<line x1="%g" y1="%.1f" x2="%g" y2="%.1f" stroke="#e3e3e3"/>`, chartLeft, yy, chartLeft+chartPlotW, yy)
 		fmt.Fprintf(&b, `<text x="%g" y="%.1f" text-anchor="end" fill="#555" font-size="11">%s</text>`, chartLeft-6, yy+4, humanCount(v))
@@ -107,6 +107,29 @@ func lagChart(title string, series []ChartSeries) template.HTML {
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
+}
+
+// yTicks are the labelled values from 0 to top (a niceCeil result): steps
+// of a fifth for 1 and 5 times a power of ten, a quarter for 2 times one.
+func yTicks(top int64) []int64 {
+	step := top / 5
+	if lead := top; lead >= 20 {
+		for lead >= 10 && lead%10 == 0 {
+			lead /= 10
+		}
+		if lead == 2 {
+			step = top / 4
+		}
+	}
+	if top <= 2 || step <= 0 {
+		step = 1
+	}
+	var out []int64
+	for i := int64(0); i < 6 && i*step < top-step/2; i++ {
+		out = append(out, i*step)
+	}
+	out = append(out, top)
+	return out
 }
 
 // niceCeil rounds v up to 1, 2 or 5 times a power of ten (at least 1).

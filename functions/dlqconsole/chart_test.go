@@ -2,6 +2,7 @@ package dlqconsole
 
 import (
 	"encoding/xml"
+	"fmt"
 	"math"
 	"net/url"
 	"strings"
@@ -71,6 +72,15 @@ func TestLagChart(t *testing.T) {
 	checkSVG(t, svg)
 	if n := strings.Count(svg, "<polyline"); n != chartMaxSeries {
 		t.Fatalf("%d lines drawn, want %d", n, chartMaxSeries)
+	}
+}
+
+func TestYTicks(t *testing.T) {
+	for top, want := range map[int64]string{1: "[0 1]", 2: "[0 1 2]", 5: "[0 1 2 3 4 5]", 10: "[0 2 4 6 8 10]", 20: "[0 5 10 15 20]",
+		50: "[0 10 20 30 40 50]", 2000: "[0 500 1000 1500 2000]", math.MaxInt64: "[0 1844674407370955161 3689348814741910322 5534023222112865483 7378697629483820644 9223372036854775807]"} {
+		if got := fmt.Sprint(yTicks(top)); got != want {
+			t.Errorf("yTicks(%d) = %s, want %s", top, got, want)
+		}
 	}
 }
 
