@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -175,7 +176,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, errorf(http.StatusInternalServerError, "internal error: %v", v))
 		}
 	}()
-	path := r.URL.Path
+	path := r.URL.EscapedPath() // so a %2F in a group's name stays in its segment
 	if b := c.opts.BasePath; b != "" {
 		if path == b {
 			http.Redirect(w, r, b+"/", http.StatusMovedPermanently)
@@ -189,7 +190,13 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r2 := new(http.Request)
 		*r2 = *r
 		u := *r.URL
-		u.Path, u.RawPath = "/"+rest, ""
+		u.RawPath = "/" + rest
+		p, err := url.PathUnescape(u.RawPath)
+		if err != nil {
+			writeError(w, errorf(400, "malformed path %q", path))
+			return
+		}
+		u.Path = p
 		r2.URL = &u
 		r = r2
 	}

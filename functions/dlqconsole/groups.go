@@ -251,8 +251,8 @@ func (c *Console) fetchLagHistory(ctx context.Context, group, coordHost string) 
 }
 
 // adminGet asks the broker at host (the registry's port and scheme) for
-// the admin endpoint path (brokerfleet/adminhttp.go) and decodes its JSON
-// answer into v.
+// the admin endpoint path (brokerfleet/adminhttp.go; escaped) and decodes
+// its JSON answer into v.
 func (c *Console) adminGet(ctx context.Context, host, path string, v any) error {
 	u, err := url.Parse(c.opts.RegistryURL)
 	if err != nil {
@@ -265,8 +265,11 @@ func (c *Console) adminGet(ctx context.Context, host, path string, v any) error 
 			u.Host = host
 		}
 	}
-	u.Path = strings.TrimRight(u.Path, "/") + path
-	u.RawPath = ""
+	// path is escaped already (a group may hold '/' or spaces).
+	u.RawPath = strings.TrimRight(u.EscapedPath(), "/") + path
+	if u.Path, err = url.PathUnescape(u.RawPath); err != nil {
+		return fmt.Errorf("admin path %q: %w", path, err)
+	}
 	req, err := http.NewRequestWithContext(ctx, "GET", u.String(), nil)
 	if err != nil {
 		return err

@@ -96,6 +96,14 @@ func TestFunctionURL(t *testing.T) {
 	require.Equal(t, 303, res.StatusCode, body(t, res))
 	require.Contains(t, res.Headers["Location"], "/dlq/topics/orders.dlq?msg=")
 
+	// The console's pages come through the adapter too.
+	res = invoke(t, h, urlRequest("GET", "/", "", "", false, nil))
+	require.Equal(t, 200, res.StatusCode, body(t, res))
+	require.Contains(t, body(t, res), "Cluster strata-dev")
+	res = invoke(t, h, urlRequest("GET", "/topics/orders/messages", "offset=x", "", false, nil))
+	require.Equal(t, 400, res.StatusCode, body(t, res))
+	require.Contains(t, body(t, res), "invalid offset")
+
 	// Errors stay JSON through the adapter.
 	res = invoke(t, h, urlRequest("GET", "/api/topics/nope.dlq/letters", "limit=5", "", false, nil))
 	require.Equal(t, 404, res.StatusCode)

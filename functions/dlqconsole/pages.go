@@ -18,8 +18,9 @@ import (
 var assets embed.FS
 
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
-	"ids": ids,
-	"sub": func(a, b int64) int64 { return a - b },
+	"ids":        ids,
+	"pathEscape": url.PathEscape,
+	"sub":        func(a, b int64) int64 { return a - b },
 	"short": func(s string, n int) string {
 		if len(s) <= n {
 			return s

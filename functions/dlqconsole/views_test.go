@@ -84,6 +84,13 @@ func newViewEnv(t *testing.T) viewEnv {
 	require.NoError(t, g.CommitRecords(ctx, got...))
 	g.Close()
 
+	// A group whose name needs escaping in a path, committed without members.
+	var os kadm.Offsets
+	os.Add(kadm.Offset{Topic: "shop", Partition: 0, At: 1, LeaderEpoch: -1})
+	cr, err := adm.CommitOffsets(ctx, "team/a b", os)
+	require.NoError(t, err)
+	require.NoError(t, cr.Error())
+
 	h, err := New(Options{Seeds: []string{c.bootstrap}, RegistryURL: c.registry, BasePath: "/console"})
 	require.NoError(t, err)
 	t.Cleanup(func() { Close(h) })
@@ -159,6 +166,8 @@ func TestPages(t *testing.T) {
 
 	html = page("/groups", `href="/console/groups/billing"`, "Empty")
 	require.Regexp(t, `billing</a></td><td>Empty</td>.*<td class="num">3</td>`, html)
+	html = page("/groups", `href="/console/groups/team%2Fa%20b"`)
+	page("/groups/team%2Fa%20b", "<h1>team/a b</h1>", `id="lag-shop-0"`)
 	html = page("/groups/billing", `id="total-lag">3<`, `id="lag-shop-0"`, "<svg", `<polyline class="series"`, "sample(s) per partition")
 	require.NotContains(t, html, "NaN")
 
@@ -197,4 +206,47 @@ func TestPages(t *testing.T) {
 	}
 	// Asking for an unknown topic did not create it.
 	require.NotContains(t, page("/topics"), `href="/console/topics/nope"`)
+}
+
+// TestAdminGet: the console asks a broker's admin endpoint at the given
+// host on the registry's port and scheme, with the registry's user, and
+// turns a refusal or a malformed answer into an error, never a panic.
+func TestAdminGet(t *testing.T) {
+	var gotPath, gotUser string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, pass, ok := r.BasicAuth()
+		gotPath, gotUser = r.URL.EscapedPath(), user
+		switch {
+		case !ok || pass != "pw":
+			w.WriteHeader(401)
+			_, _ = w.Write([]byte(`{"error_code":40101,"message":"Unauthorized"}`))
+		case strings.Contains(r.URL.Path, "bad"):
+			_, _ = w.Write([]byte(`{"partitions":`))
+		default:
+			_, _ = w.Write([]byte(`{"partitions":[{"topic":"t","partition":1,"samples":[{"atMs":5,"committed":1,"end":4}]}]}`))
+		}
+	}))
+	defer srv.Close()
+	_, port, _ := strings.Cut(strings.TrimPrefix(srv.URL, "http://"), ":")
+	h, err := New(Options{Seeds: []string{"127.0.0.1:1"}, RegistryURL: "http://registry.invalid:" + port, AdminUser: "console", AdminPassword: "pw"})
+	require.NoError(t, err)
+	defer Close(h)
+	c := h.(*Console)
+	ctx := context.Background()
+	hist, err := c.fetchLagHistory(ctx, "g/1 x", "127.0.0.1")
+	require.NoError(t, err, "the coordinator's host, the registry's port")
+	require.Equal(t, "/strata/v1/groups/g%2F1%20x/lag", gotPath)
+	require.Equal(t, "console", gotUser)
+	require.Len(t, hist.Partitions, 1)
+	require.EqualValues(t, 3, sampleLag(hist.Partitions[0].Samples[0].Committed, hist.Partitions[0].Samples[0].End))
+	_, err = c.fetchLagHistory(ctx, "bad", "127.0.0.1")
+	require.ErrorContains(t, err, "malformed")
+	c.opts.AdminPassword = "wrong"
+	_, err = c.fetchLagHistory(ctx, "g", "127.0.0.1")
+	require.ErrorContains(t, err, "answered 401: Unauthorized")
+	_, err = c.fetchLagHistory(ctx, "g", "registry.invalid")
+	require.Error(t, err)
+	require.EqualValues(t, -1, sampleLag(3, -1))
+	require.EqualValues(t, 9, sampleLag(-1, 9))
+	require.EqualValues(t, 0, sampleLag(10, 9))
 }
