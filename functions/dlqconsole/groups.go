@@ -67,6 +67,14 @@ func (c *Console) groupsPage(ctx context.Context) (GroupsPage, error) {
 		if err := l.Error(); err != nil {
 			row.Err = err.Error()
 		}
+		if lg[n].GroupType == "consumer" && (l.State == "Dead" || l.State == "") {
+			// A consumer-protocol group: ConsumerGroupDescribe (one request
+			// per such group; lists stop at maxListed).
+			if cp, ok, err := c.consumerGroup(ctx, n); err == nil && ok {
+				row = GroupRow{Group: n, State: cp.State, Protocol: cp.Protocol, ProtocolType: cp.ProtocolType,
+					Coordinator: cp.Coordinator, Members: len(cp.Members), Lag: cp.TotalLag}
+			}
+		}
 		p.Groups = append(p.Groups, row)
 	}
 	return p, nil
@@ -125,7 +133,15 @@ func (c *Console) groupPage(ctx context.Context, group string) (GroupPage, error
 	}
 	l, ok := lags[group]
 	if !ok || l.State == "Dead" || (l.State == "" && l.DescribeErr != nil) {
-		return GroupPage{}, errorf(http.StatusNotFound, "unknown consumer group %q", group)
+		p, ok, err := c.consumerGroup(ctx, group)
+		if err != nil {
+			return GroupPage{}, err
+		}
+		if !ok {
+			return GroupPage{}, errorf(http.StatusNotFound, "unknown consumer group %q", group)
+		}
+		c.lagChartOf(ctx, &p, kadm.BrokerDetail{NodeID: p.Coordinator, Host: c.hostOf(ctx, p.Coordinator)})
+		return p, nil
 	}
 	if l.DescribeErr != nil {
 		return GroupPage{}, kafkaError("describe group "+group, l.DescribeErr)
@@ -161,6 +177,20 @@ func (c *Console) groupPage(ctx context.Context, group string) (GroupPage, error
 	}
 	c.lagChartOf(ctx, &p, l.Coordinator)
 	return p, nil
+}
+
+// hostOf is broker id's Kafka host, "" when unknown.
+func (c *Console) hostOf(ctx context.Context, id int32) string {
+	md, err := c.adm.BrokerMetadata(ctx)
+	if err != nil {
+		return ""
+	}
+	for _, b := range md.Brokers {
+		if b.NodeID == id {
+			return b.Host
+		}
+	}
+	return ""
 }
 
 // lagHistory is the coordinator's answer (brokerfleet/laghttp.go).

@@ -250,3 +250,33 @@ func TestAdminGet(t *testing.T) {
 	require.EqualValues(t, 9, sampleLag(-1, 9))
 	require.EqualValues(t, 0, sampleLag(10, 9))
 }
+
+// TestConsumerProtocolGroup: a group of the consumer protocol (KIP-848),
+// which DescribeGroups does not describe, is shown with its state,
+// assignor, members, assignments and lag, from ConsumerGroupDescribe.
+func TestConsumerProtocolGroup(t *testing.T) {
+	e := newViewEnv(t)
+	g, err := kgo.NewClient(kgo.SeedBrokers(e.c.bootstrap), kgo.ConsumerGroup("next"), kgo.ConsumeTopics("shop"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.ServerSideBalancer(), kgo.Balancers(kgo.RangeBalancer()),
+		kgo.DisableAutoCommit())
+	require.NoError(t, err)
+	defer g.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var got []*kgo.Record
+	for len(got) < 2 {
+		fs := g.PollRecords(ctx, 2-len(got))
+		require.NoError(t, ctx.Err())
+		got = append(got, fs.Records()...)
+	}
+	require.NoError(t, g.CommitRecords(ctx, got...))
+	require.Eventually(t, func() bool {
+		_, html := e.get(t, "/groups")
+		return regexp.MustCompile(`next</a></td><td>Stable</td><td>consumer \(KIP-848\) / range</td><td class="num">1</td>`).MatchString(html)
+	}, 15*time.Second, 100*time.Millisecond, "next is listed as a stable consumer-protocol group with one member")
+	code, html := e.get(t, "/groups/next")
+	require.Equal(t, 200, code, html)
+	for _, w := range []string{"consumer (KIP-848)", "<td>shop: 0, 1</td>", `id="total-lag">3<`, `id="lag-shop-0"><td><a href="/console/topics/shop">shop</a></td><td class="num">0</td><td class="num">2</td><td class="num">5</td><td class="num">3</td>`} {
+		require.Contains(t, html, w)
+	}
+}
