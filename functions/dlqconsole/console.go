@@ -44,8 +44,8 @@ type Options struct {
 	// "/console"; "" serves it at the root.
 	BasePath string
 	// AdminUser and AdminPassword are the basic authentication the
-	// console sends to the brokers' HTTP endpoints beside the registry
-	// (the lag history), when the registry asks for it: the registry's
+	// console sends to the brokers' admin endpoints beside the registry
+	// (partition sizes, the lag history), when the registry asks for it: the registry's
 	// own user. AdminTLS is their TLS configuration (the registry's CA).
 	AdminUser, AdminPassword string
 	AdminTLS                 *tls.Config
@@ -77,7 +77,7 @@ type Console struct {
 	producer *kgo.Client // also the admin client's
 	adm      *kadm.Client
 	registry *sr.Client // nil without a registry
-	// adminHTTP asks the brokers' HTTP endpoints (the lag history).
+	// adminHTTP asks the brokers' admin endpoints (sizes, lag history).
 	adminHTTP *http.Client
 	mux       *http.ServeMux
 	timeout   time.Duration // bounds each Kafka step of a request
