@@ -33,7 +33,7 @@ func handleFindCoordinator(b *Broker, cc *clientConn, req *kmsg.FindCoordinatorR
 		c.Key = key
 		switch {
 		case req.CoordinatorType == 2 && req.Version >= 6:
-			c.NodeID, c.Host, c.Port, c.ErrorCode = b.shareCoordinatorFor(s, key)
+			c.NodeID, c.Host, c.Port, c.ErrorCode = shareAPI{b}.shareCoordinatorFor(s, key)
 			if c.ErrorCode == kerr.InvalidRequest.Code {
 				c.ErrorMessage = kmsg.StringPtr("a share coordinator key is groupId:topicId:partition")
 			}
@@ -100,7 +100,7 @@ func authorizeFindCoordinator(a access, r *kmsg.FindCoordinatorRequest) (kmsg.Re
 // shareCoordinatorFor answers a share coordinator key
 // (groupId:topicId:partition, the topic id in Kafka's base64 form or
 // hex): the partition's leader.
-func (b *Broker) shareCoordinatorFor(s *catalog.Snapshot, key string) (int32, string, int32, int16) {
+func (b shareAPI) shareCoordinatorFor(s *catalog.Snapshot, key string) (int32, string, int32, int16) {
 	bad := func() (int32, string, int32, int16) { return -1, "", -1, kerr.InvalidRequest.Code }
 	i := strings.LastIndexByte(key, ':')
 	if i <= 0 {

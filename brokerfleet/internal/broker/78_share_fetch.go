@@ -31,7 +31,7 @@ func init() { register(78, 1, 2, later(handleShareFetch), authorizeShareFetch) }
 const defaultShareMaxRecords = 500
 
 func handleShareFetch(b *Broker, cc *clientConn, req *kmsg.ShareFetchRequest) func() kmsg.Response {
-	return func() kmsg.Response { return b.shareFetch(cc, req) }
+	return func() kmsg.Response { return shareAPI{b}.shareFetch(cc, req) }
 }
 
 // shareFetchResp builds a ShareFetch response partition by partition.
@@ -66,7 +66,7 @@ func (r *shareFetchResp) part(tp share.TP) *kmsg.ShareFetchResponseTopicPartitio
 	return &r.resp.Topics[ti].Partitions[len(r.resp.Topics[ti].Partitions)-1]
 }
 
-func (b *Broker) shareFetch(cc *clientConn, req *kmsg.ShareFetchRequest) kmsg.Response {
+func (b shareAPI) shareFetch(cc *clientConn, req *kmsg.ShareFetchRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
 	group, member := derefStr(req.GroupID), derefStr(req.MemberID)
 	cfg := b.groupCfg.share(group)
@@ -233,7 +233,7 @@ func (b *Broker) shareFetch(cc *clientConn, req *kmsg.ShareFetchRequest) kmsg.Re
 // waitShare waits until a target's high watermark moves, records of a
 // share partition become available, or deadline; false if the
 // connection went away.
-func (b *Broker) waitShare(ctx context.Context, targets []shareTarget, sps []*share.Partition, deadline time.Time) bool {
+func (b shareAPI) waitShare(ctx context.Context, targets []shareTarget, sps []*share.Partition, deadline time.Time) bool {
 	ch := make(chan struct{}, 1)
 	woke := make(chan struct{}, 1)
 	var cancels []func()
@@ -276,7 +276,7 @@ func (b *Broker) waitShare(ctx context.Context, targets []shareTarget, sps []*sh
 }
 
 // shareFetchError answers a partition that cannot be fetched here.
-func (b *Broker) shareFetchError(s *catalog.Snapshot, out *shareFetchResp, t shareTarget) {
+func (b shareAPI) shareFetchError(s *catalog.Snapshot, out *shareFetchResp, t shareTarget) {
 	sp := out.part(t.tp)
 	sp.ErrorCode = t.code
 	if t.leader >= 0 {
@@ -287,7 +287,7 @@ func (b *Broker) shareFetchError(s *catalog.Snapshot, out *shareFetchResp, t sha
 
 // answerShareAcks applies a ShareFetch's acknowledgements and records
 // each partition's result.
-func (b *Broker) answerShareAcks(ctx context.Context, s *catalog.Snapshot, out *shareFetchResp, group, member string, acks map[share.TP][]share.AckBatch, renew bool, cfg share.Config) {
+func (b shareAPI) answerShareAcks(ctx context.Context, s *catalog.Snapshot, out *shareFetchResp, group, member string, acks map[share.TP][]share.AckBatch, renew bool, cfg share.Config) {
 	if len(acks) == 0 {
 		return
 	}
@@ -297,7 +297,7 @@ func (b *Broker) answerShareAcks(ctx context.Context, s *catalog.Snapshot, out *
 }
 
 // addShareEndpoints names the leaders the response points to.
-func (b *Broker) addShareEndpoints(s *catalog.Snapshot, resp *kmsg.ShareFetchResponse, ids map[int32]bool) {
+func (b shareAPI) addShareEndpoints(s *catalog.Snapshot, resp *kmsg.ShareFetchResponse, ids map[int32]bool) {
 	for id := range ids {
 		br, live := s.Peers()[id]
 		if !live {

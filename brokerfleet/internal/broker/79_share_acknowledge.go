@@ -20,10 +20,10 @@ import (
 func init() { register(79, 1, 2, later(handleShareAcknowledge), authorizeShareAcknowledge) }
 
 func handleShareAcknowledge(b *Broker, cc *clientConn, req *kmsg.ShareAcknowledgeRequest) func() kmsg.Response {
-	return func() kmsg.Response { return b.shareAcknowledge(cc, req) }
+	return func() kmsg.Response { return shareAPI{b}.shareAcknowledge(cc, req) }
 }
 
-func (b *Broker) shareAcknowledge(cc *clientConn, req *kmsg.ShareAcknowledgeRequest) kmsg.Response {
+func (b shareAPI) shareAcknowledge(cc *clientConn, req *kmsg.ShareAcknowledgeRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
 	group, member := derefStr(req.GroupID), derefStr(req.MemberID)
 	cfg := b.groupCfg.share(group)

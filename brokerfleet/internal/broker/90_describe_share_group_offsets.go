@@ -23,12 +23,12 @@ func init() {
 func handleDescribeShareGroupOffsets(b *Broker, cc *clientConn, req *kmsg.DescribeShareGroupOffsetsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeShareGroupOffsetsResponse)
 	for _, rg := range req.Groups {
-		resp.Groups = append(resp.Groups, b.describeShareOffsets(cc.ctx, rg))
+		resp.Groups = append(resp.Groups, shareAPI{b}.describeShareOffsets(cc.ctx, rg))
 	}
 	return resp
 }
 
-func (b *Broker) describeShareOffsets(ctx context.Context, rg kmsg.DescribeShareGroupOffsetsRequestGroup) kmsg.DescribeShareGroupOffsetsResponseGroup {
+func (b shareAPI) describeShareOffsets(ctx context.Context, rg kmsg.DescribeShareGroupOffsetsRequestGroup) kmsg.DescribeShareGroupOffsetsResponseGroup {
 	g := kmsg.NewDescribeShareGroupOffsetsResponseGroup()
 	g.GroupID = rg.GroupID
 	subscribed, code := b.coord.ShareSubscribed(ctx, rg.GroupID)

@@ -51,7 +51,7 @@ func handleAlterShareGroupOffsets(b *Broker, cc *clientConn, req *kmsg.AlterShar
 				p.ErrorCode = kerr.InvalidRequest.Code
 			default:
 				key := metastore.ShareKey{Group: req.GroupID, Topic: ts.Meta.ID, Partition: rp.Partition}
-				if err := b.setShareStart(cc.ctx, key, rp.StartOffset); err != nil {
+				if err := (shareAPI{b}).setShareStart(cc.ctx, key, rp.StartOffset); err != nil {
 					b.log.Warn("alter share group offset", "group", req.GroupID, "topic", rt.Topic, "partition", rp.Partition, "err", err)
 					p.ErrorCode = kerr.CoordinatorNotAvailable.Code
 				}
@@ -65,7 +65,7 @@ func handleAlterShareGroupOffsets(b *Broker, cc *clientConn, req *kmsg.AlterShar
 
 // setShareStart rewrites a share partition's state to start at off with
 // nothing in flight.
-func (b *Broker) setShareStart(ctx context.Context, key metastore.ShareKey, off int64) error {
+func (b shareAPI) setShareStart(ctx context.Context, key metastore.ShareKey, off int64) error {
 	ctx, cancel := context.WithTimeout(ctx, metaTimeout)
 	defer cancel()
 	for range 10 {

@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"testing"
 	"time"
@@ -27,7 +28,7 @@ func TestEveryRequestWithAndWithoutItsACLs(t *testing.T) {
 		c.Security.SuperUsers = []string{"User:admin"}
 	})
 	admin := s.client(t, scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha512Mechanism())
-	alice := s.client(t, scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism())
+	alice := s.client(t, scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism(), namedFetches())
 	createTopicOn(t, admin, "t", 1, 1)
 	createTopicOn(t, admin, "doomed", 1, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -41,6 +42,15 @@ func TestEveryRequestWithAndWithoutItsACLs(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, cr.Topics[0].Partitions[0].ErrorCode)
 
+	// t's id, for the share requests.
+	mdr, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, admin)
+	require.NoError(t, err)
+	var tID [16]byte
+	for _, mt := range mdr.Topics {
+		if mt.Topic != nil && *mt.Topic == "t" {
+			tID = mt.TopicID
+		}
+	}
 	topicAuthz, groupAuthz, clusterAuthz, txnAuthz := kerr.TopicAuthorizationFailed.Code, kerr.GroupAuthorizationFailed.Code, kerr.ClusterAuthorizationFailed.Code, kerr.TransactionalIDAuthorizationFailed.Code
 	tid := kmsg.StringPtr("tx")
 	cases := []struct {
@@ -199,6 +209,57 @@ func TestEveryRequestWithAndWithoutItsACLs(t *testing.T) {
 			r.Groups = []string{"cg"}
 			return r
 		}, func(r kmsg.Response) int16 { return r.(*kmsg.ConsumerGroupDescribeResponse).Groups[0].ErrorCode }, groupAuthz},
+		{"ShareGroupHeartbeat", func() kmsg.Request {
+			r := kmsg.NewPtrShareGroupHeartbeatRequest()
+			r.GroupID, r.MemberID, r.SubscribedTopicNames = "sg", "alice-share", []string{"t"}
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.ShareGroupHeartbeatResponse).ErrorCode }, groupAuthz},
+		{"ShareGroupDescribe", func() kmsg.Request {
+			r := kmsg.NewPtrShareGroupDescribeRequest()
+			r.GroupIDs = []string{"sg"}
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.ShareGroupDescribeResponse).Groups[0].ErrorCode }, groupAuthz},
+		{"ShareFetch", func() kmsg.Request {
+			r := kmsg.NewPtrShareFetchRequest()
+			r.GroupID, r.MemberID, r.MaxRecords = kmsg.StringPtr("sg"), kmsg.StringPtr("alice-share"), 10
+			r.Topics = []kmsg.ShareFetchRequestTopic{{TopicID: tID, Partitions: []kmsg.ShareFetchRequestTopicPartition{{Partition: 0}}}}
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.ShareFetchResponse).ErrorCode }, groupAuthz},
+		{"ShareAcknowledge", func() kmsg.Request {
+			r := kmsg.NewPtrShareAcknowledgeRequest()
+			r.GroupID, r.MemberID, r.ShareSessionEpoch = kmsg.StringPtr("sg"), kmsg.StringPtr("alice-share"), -1
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.ShareAcknowledgeResponse).ErrorCode }, groupAuthz},
+		{"DescribeShareGroupOffsets", func() kmsg.Request {
+			r := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+			r.Groups = []kmsg.DescribeShareGroupOffsetsRequestGroup{{GroupID: "sg"}}
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.DescribeShareGroupOffsetsResponse).Groups[0].ErrorCode }, groupAuthz},
+		{"AlterShareGroupOffsets", func() kmsg.Request {
+			r := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+			r.GroupID = "sa"
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.AlterShareGroupOffsetsResponse).ErrorCode }, groupAuthz},
+		{"DeleteShareGroupOffsets", func() kmsg.Request {
+			r := kmsg.NewPtrDeleteShareGroupOffsetsRequest()
+			r.GroupID = "sa"
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.DeleteShareGroupOffsetsResponse).ErrorCode }, groupAuthz},
+		{"FindCoordinator share", func() kmsg.Request {
+			r := kmsg.NewPtrFindCoordinatorRequest()
+			r.CoordinatorType, r.CoordinatorKeys = 2, []string{"sg:" + base64.RawURLEncoding.EncodeToString(tID[:]) + ":0"}
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.FindCoordinatorResponse).Coordinators[0].ErrorCode }, clusterAuthz},
+		{"IncrementalAlterConfigs group", func() kmsg.Request {
+			r := kmsg.NewPtrIncrementalAlterConfigsRequest()
+			res := kmsg.NewIncrementalAlterConfigsRequestResource()
+			res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "sg"
+			c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+			c.Name, c.Value = "share.auto.offset.reset", kmsg.StringPtr("earliest")
+			res.Configs = append(res.Configs, c)
+			r.Resources = append(r.Resources, res)
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode }, groupAuthz},
 		{"InitProducerID idempotent", func() kmsg.Request { return kmsg.NewPtrInitProducerIDRequest() },
 			func(r kmsg.Response) int16 { return r.(*kmsg.InitProducerIDResponse).ErrorCode }, clusterAuthz},
 		{"InitProducerID transactional", func() kmsg.Request {
@@ -371,6 +432,15 @@ func TestEveryRequestWithAndWithoutItsACLs(t *testing.T) {
 		"DescribeUserScramCredentials":   cluster(describe),
 		"AlterUserScramCredentials":      cluster(alter),
 		"ConsumerGroupHeartbeat":         join(grants(kmsg.ACLResourceTypeGroup, "cg", []kmsg.ACLOperation{read}), topic("t", describe)),
+		"ShareGroupHeartbeat":            join(grants(kmsg.ACLResourceTypeGroup, "sg", []kmsg.ACLOperation{read}), topic("t", describe)),
+		"ShareGroupDescribe":             grants(kmsg.ACLResourceTypeGroup, "sg", []kmsg.ACLOperation{describe}),
+		"ShareFetch":                     join(grants(kmsg.ACLResourceTypeGroup, "sg", []kmsg.ACLOperation{read}), topic("t", read)),
+		"ShareAcknowledge":               grants(kmsg.ACLResourceTypeGroup, "sg", []kmsg.ACLOperation{read}),
+		"DescribeShareGroupOffsets":      grants(kmsg.ACLResourceTypeGroup, "sg", []kmsg.ACLOperation{describe}),
+		"AlterShareGroupOffsets":         grants(kmsg.ACLResourceTypeGroup, "sa", []kmsg.ACLOperation{read}),
+		"DeleteShareGroupOffsets":        grants(kmsg.ACLResourceTypeGroup, "sa", []kmsg.ACLOperation{del}),
+		"FindCoordinator share":          cluster(clusterAction),
+		"IncrementalAlterConfigs group":  grants(kmsg.ACLResourceTypeGroup, "sg", []kmsg.ACLOperation{alterConfigs}),
 		// The group's members are assigned t: describing it needs t too.
 		"ConsumerGroupDescribe": join(grants(kmsg.ACLResourceTypeGroup, "cg", []kmsg.ACLOperation{describe}), topic("t", describe)),
 	}
@@ -428,7 +498,7 @@ func TestEveryRequestWithAndWithoutItsACLs(t *testing.T) {
 	require.Empty(t, lg.(*kmsg.ListGroupsResponse).Groups)
 	lg, err = admin.Broker(0).Request(ctx, kmsg.NewPtrListGroupsRequest())
 	require.NoError(t, err)
-	require.Len(t, lg.(*kmsg.ListGroupsResponse).Groups, 2) // g, and cg of the consumer protocol
+	require.Len(t, lg.(*kmsg.ListGroupsResponse).Groups, 4) // g, cg of the consumer protocol, and the share groups sa and sg
 	allow(ctx, t, admin, group(describe))
 	lg, err = alice.Broker(0).Request(ctx, kmsg.NewPtrListGroupsRequest())
 	require.NoError(t, err)

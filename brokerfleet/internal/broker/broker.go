@@ -58,6 +58,7 @@ type Broker struct {
 	groupCfg *groupConfigs             // per-group configs (GROUP resources)
 	shares   *share.Manager            // share partitions led here (KIP-932)
 	dlq      atomic.Pointer[dlqWriter] // copies share dead letters (sharedlq.go)
+	offsets  *offsetsTopic             // the __consumer_offsets copy of commits (off unless OffsetsTopicPartitions)
 	txn      *txn.Coordinator          // the transaction coordinator
 	peers    *peers                    // requests to other brokers (markers, verification)
 	metrics  *metrics.Broker
@@ -179,12 +180,13 @@ func New(cfg Config) (*Broker, error) {
 	}
 	b.groupCfg = newGroupConfigs(cfg.Meta, share.DefaultConfig())
 	b.shares = share.New(share.Options{Meta: cfg.Meta, Clock: cfg.Clock, Log: b.log, MaxLocks: cfg.ShareMaxRecordLocks,
-		FlushDelay: cfg.ShareFlushDelay, DeadLetters: b.shareDeadLetters, Leads: b.leadsShare})
+		FlushDelay: cfg.ShareFlushDelay, DeadLetters: shareAPI{b}.shareDeadLetters, Leads: shareAPI{b}.leadsShare})
+	b.offsets = &offsetsTopic{b: b}
 	b.coord = group.New(group.Options{
 		Meta: cfg.Meta, Valid: b.cat.LeaseValid, PartitionExists: b.partitionExists,
 		MinSessionTimeout: cfg.GroupMinSessionTimeout, MaxSessionTimeout: cfg.GroupMaxSessionTimeout,
 		InitialRebalanceDelay: cfg.GroupInitialRebalanceDelay, Clock: cfg.Clock, Logger: b.log,
-		OffsetsRetention: cfg.OffsetsRetention, TopicID: b.topicID,
+		OffsetsRetention: cfg.OffsetsRetention, TopicID: b.topicID, Committed: b.offsets.committed,
 		Topics: b.topicView, MaxSize: cfg.GroupMaxSize,
 		ConsumerSessionTimeout: cfg.GroupConsumerSessionTimeout, ConsumerHeartbeatInterval: cfg.GroupConsumerHeartbeatInterval,
 		ConsumerMaxSize: cfg.GroupConsumerMaxSize, ConsumerAssignors: cfg.GroupConsumerAssignors,
@@ -251,6 +253,9 @@ func New(cfg Config) (*Broker, error) {
 	b.run(b.watch)
 	b.run(b.maintain)
 	b.run(b.refreshGroupStats)
+	if cfg.OffsetsTopicPartitions > 0 {
+		b.run(b.offsets.create)
+	}
 	if b.cleaner != nil {
 		b.run(b.cleaner.Run)
 	}
@@ -578,6 +583,10 @@ func (b *Broker) ACLs() *security.ACLs { return b.authz }
 // of this broker and no other's.
 func (b *Broker) Gatherer() prometheus.Gatherer { return b.metrics.Gatherer() }
 
+// GroupLag returns the lag history this broker keeps of group, a group it
+// coordinates (metrics.Broker.GroupLag).
+func (b *Broker) GroupLag(group string) ([]metrics.LagSeries, bool) { return b.metrics.GroupLag(group) }
+
 // NewEMF returns a CloudWatch EMF renderer over the broker's registry.
 func (b *Broker) NewEMF() *metrics.EMF {
 	return metrics.NewEMF(b.Gatherer(), b.cfg.ClusterID, b.cfg.NodeID)
@@ -621,14 +630,9 @@ func (b *Broker) clusterBrokers(s *catalog.Snapshot) []metastore.Broker {
 	return out
 }
 
-// ShareStats returns the share state writes this broker made to the
-// metastore and the offsets acknowledged to it (for the cost per 1,000
-// acknowledged records).
-func (b *Broker) ShareStats() (writes, acked int64) { return b.shares.Writes(), b.shares.Acked() }
-
 // leadsShare reports whether this broker leads a share partition's topic
 // partition under epoch.
-func (b *Broker) leadsShare(k metastore.ShareKey, epoch int32) bool {
+func (b shareAPI) leadsShare(k metastore.ShareKey, epoch int32) bool {
 	s := b.cat.Snapshot()
 	t := s.TopicByID(k.Topic)
 	if t == nil {

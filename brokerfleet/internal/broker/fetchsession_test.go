@@ -20,12 +20,13 @@ import (
 	"github.com/stratamq/strata/pkg/segment"
 )
 
-// fetchConn sends Fetch v12 requests over one raw connection and reports
-// the bytes of each frame, both ways.
+// fetchConn sends Fetch requests (v12 unless version is set) over one raw
+// connection and reports the bytes of each frame, both ways.
 type fetchConn struct {
-	t    *testing.T
-	c    net.Conn
-	corr int32
+	t       *testing.T
+	c       net.Conn
+	corr    int32
+	version int16
 }
 
 func newFetchConn(t *testing.T, addr string) *fetchConn {
@@ -35,14 +36,14 @@ func newFetchConn(t *testing.T, addr string) *fetchConn {
 func (fc *fetchConn) do(req *kmsg.FetchRequest) (resp *kmsg.FetchResponse, sent, got int) {
 	fc.t.Helper()
 	fc.corr++
-	req.Version = 12
-	f := flexFrame(1, 12, fc.corr, req.AppendTo(nil))
+	req.Version = max(fc.version, 12)
+	f := flexFrame(1, req.Version, fc.corr, req.AppendTo(nil))
 	require.NoError(fc.t, fc.c.SetDeadline(time.Now().Add(time.Duration(req.MaxWaitMillis)*time.Millisecond+10*time.Second)))
 	_, err := fc.c.Write(f)
 	require.NoError(fc.t, err)
 	raw := readResponse(fc.t, fc.c)
 	resp = kmsg.NewPtrFetchResponse()
-	resp.Version = 12
+	resp.Version = req.Version
 	require.NoError(fc.t, resp.ReadFrom(raw[5:]))
 	return resp, len(f), len(raw) + 4
 }
@@ -399,12 +400,19 @@ func TestFollowerFetchSessionBytes(t *testing.T) {
 	dialers[1].cut()
 	waitFor(t, "a new connection with a few idle fetches", func() bool {
 		c := dialers[1].last()
-		return c != nil && len(c.exchanges()) >= 5
+		return c != nil && len(c.exchanges()) >= 7
 	})
 	ex := dialers[1].last().exchanges()
 	full := ex[0]
+	for i, e := range ex[1:3] {
+		t.Logf("incremental fetch %d after reconnecting: %d B request / %d B response", i+1, e.sent, e.got)
+	}
+	// The first incremental answers may repeat partitions whose answer
+	// to the full fetch was an error (the follower's new connection can
+	// race its partitions' reconciliation on a loaded machine): the
+	// steady state is what must not grow with the partitions.
 	var idle exchange
-	for _, e := range ex[1:4] {
+	for _, e := range ex[3:6] {
 		idle.sent, idle.got = max(idle.sent, e.sent), max(idle.got, e.got)
 	}
 	t.Logf("follower idle fetch of %d partitions from one leader: full %d B request / %d B response; incremental at most %d B / %d B",
@@ -443,8 +451,8 @@ func TestFetchSessionsKeepACLs(t *testing.T) {
 	})
 	addUser(t, s.meta, "bob", "bob-secret")
 	admin := s.client(t, scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha512Mechanism())
-	alice := s.client(t, scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism())
-	bob := s.client(t, scram.Auth{User: "bob", Pass: "bob-secret"}.AsSha512Mechanism())
+	alice := s.client(t, scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism(), namedFetches())
+	bob := s.client(t, scram.Auth{User: "bob", Pass: "bob-secret"}.AsSha512Mechanism(), namedFetches())
 	for _, name := range []string{"sa", "sb", "sc"} {
 		createTopicOn(t, admin, name, 1, 1)
 	}

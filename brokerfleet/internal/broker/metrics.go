@@ -197,4 +197,6 @@ func (m metricsSource) ShareBacklog() []metrics.ShareStat {
 }
 
 // ShareCounts is the share state writes and acknowledged offsets so far.
-func (m metricsSource) ShareCounts() (writes, acked int64) { return m.b.ShareStats() }
+func (m metricsSource) ShareCounts() (writes, acked int64) {
+	return m.b.shares.Writes(), m.b.shares.Acked()
+}

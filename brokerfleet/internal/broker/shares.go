@@ -31,7 +31,7 @@ type shareTarget struct {
 }
 
 // resolveShare finds the local leader of tp.
-func (b *Broker) resolveShare(s *catalog.Snapshot, tp share.TP) shareTarget {
+func (b shareAPI) resolveShare(s *catalog.Snapshot, tp share.TP) shareTarget {
 	t := shareTarget{tp: tp, leader: -1, leaderEpoch: -1}
 	t.topic = s.TopicByID(tp.Topic)
 	if t.topic == nil {
@@ -54,7 +54,7 @@ func (b *Broker) resolveShare(s *catalog.Snapshot, tp share.TP) shareTarget {
 
 // sharePartition returns the share partition of group on t's local
 // leader, loading it if need be.
-func (b *Broker) sharePartition(ctx context.Context, group string, t shareTarget, fresh bool) (*share.Partition, int16) {
+func (b shareAPI) sharePartition(ctx context.Context, group string, t shareTarget, fresh bool) (*share.Partition, int16) {
 	key := metastore.ShareKey{Group: group, Topic: t.tp.Topic, Partition: t.tp.Partition}
 	lctx, cancel := context.WithTimeout(ctx, metaTimeout)
 	defer cancel()
@@ -113,7 +113,7 @@ func (r shareReader) Read(offset int64, maxBytes int) ([]byte, []share.Batch, er
 
 // shareAcks applies one request's acknowledgements, partition by
 // partition, and waits until they are stored: the code per partition.
-func (b *Broker) shareAcks(ctx context.Context, s *catalog.Snapshot, group, member string, acks map[share.TP][]share.AckBatch, renew bool, cfg share.Config) map[share.TP]int16 {
+func (b shareAPI) shareAcks(ctx context.Context, s *catalog.Snapshot, group, member string, acks map[share.TP][]share.AckBatch, renew bool, cfg share.Config) map[share.TP]int16 {
 	out := make(map[share.TP]int16, len(acks))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -160,7 +160,7 @@ func (b *Broker) shareAcks(ctx context.Context, s *catalog.Snapshot, group, memb
 
 // shareRelease releases member's acquisitions on the partitions of its
 // closed session.
-func (b *Broker) shareRelease(ctx context.Context, s *catalog.Snapshot, group, member string, parts []share.TP, cfg share.Config) {
+func (b shareAPI) shareRelease(ctx context.Context, s *catalog.Snapshot, group, member string, parts []share.TP, cfg share.Config) {
 	for _, tp := range parts {
 		t := b.resolveShare(s, tp)
 		if t.p == nil {
@@ -174,8 +174,12 @@ func (b *Broker) shareRelease(ctx context.Context, s *catalog.Snapshot, group, m
 
 // shareDeadLetters receives records archived by a reject or the
 // delivery limit.
-func (b *Broker) shareDeadLetters(key metastore.ShareKey, dead []share.Archived) {
+func (b shareAPI) shareDeadLetters(key metastore.ShareKey, dead []share.Archived) {
 	if w := b.dlq.Load(); w != nil {
 		w.add(key, dead)
 	}
 }
+
+// shareAPI is the broker seen by the share APIs: their helpers are its
+// methods, not the Broker's.
+type shareAPI struct{ *Broker }
