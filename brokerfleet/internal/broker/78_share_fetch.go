@@ -198,7 +198,7 @@ func (b shareAPI) shareFetch(cc *clientConn, req *kmsg.ShareFetchRequest) kmsg.R
 			if pm, ok := partMax[t.tp]; ok && pm < limit {
 				limit = pm
 			}
-			data, ranges, err := sps[i].Acquire(member, shareReader{p: t.p, committed: cfg.ReadCommitted}, maxRecords-records, limit, cfg)
+			data, ranges, err := sps[i].Acquire(member, b.shareReaderFor(ctx, t, cfg.ReadCommitted), maxRecords-records, limit, cfg)
 			if err != nil {
 				sps[i] = nil // fenced: read it again next round
 				continue

@@ -30,7 +30,7 @@ var apiNotes = map[int16]string{
 	68: "uniform and range assignors, topic-list and RE2 regex subscriptions, static members, online migration with classic groups; per-group consumer.session.timeout.ms and consumer.heartbeat.interval.ms overrides not served; no rack-aware assignment",
 	10: "key types 0 (group), 1 (transaction) and, v6, 2 (share: `group:topicId:partition` names the partition's leader, which holds the share state; needs CLUSTER_ACTION)",
 	76: "simple share assignor (members share partitions; more members than partitions all get work); per-group share.session.timeout.ms and share.heartbeat.interval.ms",
-	78: "share sessions with epochs; acquisition locks (share.record.lock.duration.ms), delivery counts, archiving at share.delivery.count.limit; at most group.share.partition.max.record.locks (2000) records in flight per share partition; acknowledgements answered once stored in the metastore; long poll; no records from the S3 tier (only the leader's local log)",
+	78: "share sessions with epochs; acquisition locks (share.record.lock.duration.ms), delivery counts, archiving at share.delivery.count.limit; at most group.share.partition.max.record.locks (2000) records in flight per share partition; acknowledgements answered once stored in the metastore; long poll; records below the leader's local log read from the S3 tier (read_uncommitted); read_committed does not skip aborted records",
 	79: "ACCEPT, RELEASE, REJECT, GAP and, v2, RENEW (KIP-1222); answered once stored",
 	90: "start offsets from the metastore; the lag only where the answering broker leads the partition (-1 elsewhere)",
 	91: "empty share groups only (NON_EMPTY_GROUP); creates the group if it is no group yet",

@@ -25,6 +25,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/stratamq/strata/brokerfleet/internal/brokertest"
+	"github.com/stratamq/strata/pkg/objstore/objstoretest"
+	"github.com/stratamq/strata/pkg/objstore/s3store"
 	"github.com/stratamq/strata/pkg/retry"
 )
 
@@ -566,4 +568,42 @@ func TestShareGroupWritesPerThousandAcks(t *testing.T) {
 func shareStats(t *testing.T, b *brokertest.Broker) (writes, acked float64) {
 	s := gather(t, b.Gatherer())
 	return sum(s, "strata_share_state_writes_total", nil), sum(s, "strata_share_acknowledged_total", nil)
+}
+
+// A share group that starts at the earliest offset of a topic whose old
+// segments are only in S3 reads them from the tier.
+func TestShareGroupReadsTheTier(t *testing.T) {
+	const n = 500
+	s3 := objstoretest.StartS3(t, "")
+	tc := startTiered(t, s3.Store(t, s3store.Options{}))
+	addr := tc.brokers[0].Addr
+	brokertest.CreateTopicRF(t, addr, "archive", 1, 3, map[string]*string{
+		"segment.bytes": kadm.StringPtr("2048"), "local.retention.ms": kadm.StringPtr("0"),
+	})
+	cl := brokertest.Client(t, addr, kgo.DefaultProduceTopic("archive"))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := range n {
+		require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Key: []byte(strconv.Itoa(i)), Value: []byte(fmt.Sprintf("%080d", i))}).FirstErr())
+	}
+	adm := brokertest.Admin(t, addr)
+	waitFor(t, "most of the log only in S3", func() bool {
+		resp, err := adm.ListOffsetsAfterMilli(ctx, -4, "archive") // local log start
+		if err != nil {
+			return false
+		}
+		o, _ := resp.Lookup("archive", 0)
+		return o.Offset > 300
+	})
+	setGroupConfigs(t, cl, "archivists", "share.auto.offset.reset", "earliest")
+	sc := brokertest.Client(t, addr, kgo.ShareGroup("archivists"), kgo.ConsumeTopics("archive"), kgo.FetchMaxWait(200*time.Millisecond))
+	got := map[int]bool{}
+	for len(got) < n && ctx.Err() == nil {
+		for _, r := range sc.PollFetches(ctx).Records() {
+			k, _ := strconv.Atoi(string(r.Key))
+			got[k] = true
+			r.Ack(kgo.AckAccept)
+		}
+	}
+	require.Len(t, got, n, "records read")
 }

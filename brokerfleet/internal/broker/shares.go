@@ -83,10 +83,13 @@ func (b shareAPI) sharePartition(ctx context.Context, group string, t shareTarge
 	return sp, 0
 }
 
-// shareReader reads a leader's committed batches for acquisition.
+// shareReader reads a leader's committed batches for acquisition, from
+// the S3 tier below the local log.
 type shareReader struct {
 	p         *partition.Partition
 	committed bool // read_committed: up to the last stable offset
+	// tier reads from the tier (nil without one).
+	tier func(offset int64, maxBytes int) ([]byte, error)
 }
 
 func (r shareReader) LogStartOffset() int64 { return r.p.LogStartOffset() }
@@ -97,8 +100,11 @@ func (r shareReader) Read(offset int64, maxBytes int) ([]byte, []share.Batch, er
 		read = r.p.ReadCommitted
 	}
 	data, err := read(nil, offset, maxBytes, true)
+	if errors.Is(err, segment.ErrOffsetOutOfRange) && r.tier != nil && offset < r.p.LocalLogStartOffset() {
+		data, err = r.tier(offset, max(maxBytes, 1))
+	}
 	if errors.Is(err, segment.ErrOffsetOutOfRange) {
-		return nil, nil, nil // below the local log (tiered) or past it: nothing to acquire now
+		return nil, nil, nil // past the log, or gone: nothing to acquire now
 	}
 	if err != nil {
 		return nil, nil, err
@@ -183,3 +189,17 @@ func (b shareAPI) shareDeadLetters(key metastore.ShareKey, dead []share.Archived
 // shareAPI is the broker seen by the share APIs: their helpers are its
 // methods, not the Broker's.
 type shareAPI struct{ *Broker }
+
+// shareReaderFor is the reader of t's local leader.
+func (b shareAPI) shareReaderFor(ctx context.Context, t shareTarget, committed bool) shareReader {
+	r := shareReader{p: t.p, committed: committed}
+	if b.tier != nil && !committed {
+		id, idx := t.tp.Topic, t.tp.Partition
+		r.tier = func(offset int64, maxBytes int) ([]byte, error) {
+			tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			return b.tier.Read(tctx, id, idx, offset, maxBytes)
+		}
+	}
+	return r
+}
