@@ -607,3 +607,41 @@ func TestShareGroupReadsTheTier(t *testing.T) {
 	}
 	require.Len(t, got, n, "records read")
 }
+
+// With share.isolation.level=read_committed a share group gets the
+// committed transactions' records only; aborted ones and the markers are
+// archived undelivered, so the share start offset passes them.
+func TestShareGroupReadCommitted(t *testing.T) {
+	b := brokertest.Start(t)
+	brokertest.CreateTopic(t, b.Addr, "txn-share", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	prod := brokertest.Client(t, b.Addr, kgo.TransactionalID("txn-share-p"), kgo.DefaultProduceTopic("txn-share"))
+	send := func(tag string, n int, commit bool) {
+		require.NoError(t, prod.BeginTransaction())
+		for i := range n {
+			prod.Produce(ctx, &kgo.Record{Key: []byte(fmt.Sprintf("%s-%d", tag, i))}, nil)
+		}
+		require.NoError(t, prod.Flush(ctx))
+		require.NoError(t, prod.EndTransaction(ctx, kgo.TransactionEndTry(commit)))
+	}
+	send("c1", 10, true)
+	send("a1", 10, false)
+	send("c2", 10, true)
+	admin := brokertest.Client(t, b.Addr)
+	setGroupConfigs(t, admin, "committed-readers", "share.auto.offset.reset", "earliest", "share.isolation.level", "read_committed")
+	sc := brokertest.Client(t, b.Addr, kgo.ShareGroup("committed-readers"), kgo.ConsumeTopics("txn-share"), kgo.FetchMaxWait(200*time.Millisecond))
+	got := map[string]bool{}
+	for shareStart(t, admin, "committed-readers", "txn-share") < 33 && ctx.Err() == nil { // 30 records, 3 markers
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		for _, r := range sc.PollFetches(pctx).Records() {
+			got[string(r.Key)] = true
+			r.Ack(kgo.AckAccept)
+		}
+		pcancel()
+	}
+	require.Len(t, got, 20, "records delivered: %v", got)
+	for k := range got {
+		require.NotContains(t, k, "a1", "an aborted record was delivered")
+	}
+}

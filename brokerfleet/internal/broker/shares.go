@@ -110,10 +110,23 @@ func (r shareReader) Read(offset int64, maxBytes int) ([]byte, []share.Batch, er
 		return nil, nil, err
 	}
 	var bs []share.Batch
+	var hs []segment.Header
 	err = segment.Split(data, func(h segment.Header, _ []byte) error {
 		bs = append(bs, share.Batch{Base: h.BaseOffset, Last: h.LastOffset(), Control: h.IsControl()})
+		hs = append(hs, h)
 		return nil
 	})
+	if r.committed && len(bs) > 0 {
+		// An aborted transaction's batches are never delivered.
+		aborted := r.p.AbortedTxns(bs[0].Base, bs[len(bs)-1].Last+1)
+		for i, h := range hs {
+			for _, a := range aborted {
+				if h.IsTransactional() && h.ProducerID == a.ProducerID && a.FirstOffset <= h.BaseOffset && h.LastOffset() <= a.LastOffset {
+					bs[i].Control = true
+				}
+			}
+		}
+	}
 	return data, bs, err
 }
 

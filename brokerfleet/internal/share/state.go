@@ -39,6 +39,9 @@ type rec struct {
 }
 
 // Batch is what acquire needs of one record batch read from the log.
+// Control batches hold nothing for consumers: a transaction marker, or
+// (read_committed) an aborted transaction's records; their offsets are
+// archived undelivered.
 type Batch struct {
 	Base, Last int64
 	Control    bool
