@@ -110,7 +110,7 @@ func brokerFlags(fs *flag.FlagSet, cfg *broker.Config, listen *string, logLevel 
 	fs.DurationVar(&cfg.TransactionalIDExpiration, "transactional-id-expiration", cfg.TransactionalIDExpiration, "a transactional id without a transaction is forgotten this long after its last use (transactional.id.expiration.ms)")
 	fs.DurationVar(&cfg.TransactionCheckInterval, "transaction-check-interval", cfg.TransactionCheckInterval, "how often transactions past their timeout are aborted and expired transactional ids removed")
 	fs.DurationVar(&cfg.TierInterval, "tier-interval", cfg.TierInterval, "how often a leader uploads closed segments to the S3 tier and applies retention there")
-	fs.DurationVar(&cfg.ObjectFlushInterval, "object-flush-interval", cfg.ObjectFlushInterval, "strata.durability=object: the least time between two flushes to S3 (caps PUTs at one per interval per broker; acks=all waits for the flush)")
+	fs.DurationVar(&cfg.ObjectFlushInterval, "object-flush-interval", cfg.ObjectFlushInterval, "strata.durability=object: flushes to S3 are group commits; one starts at once when none is in flight, and one gathering batches that arrived during the previous flush starts at least this long after the previous start (under load, caps PUTs at one per interval per broker; acks=all waits for the flush)")
 	fs.DurationVar(&cfg.GroupStatsInterval, "group-stats-interval", cfg.GroupStatsInterval, "how often the consumer group metrics (lag, committed offsets, members) are refreshed in the background; a scrape reads the last refresh")
 	fs.DurationVar(&cfg.TierOrphanGrace, "tier-orphan-grace", cfg.TierOrphanGrace, "objects of the S3 tier that no manifest references are deleted once this old")
 	cfg.TopicDefaults = map[string]string{}

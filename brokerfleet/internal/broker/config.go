@@ -183,9 +183,10 @@ type Config struct {
 	// committed offsets, members) are refreshed, in the background; a
 	// scrape reads the last refresh.
 	GroupStatsInterval time.Duration
-	// ObjectFlushInterval is how often the batches of "object" durability
-	// partitions are written to S3 (one shared object per flush); acks
-	// wait for it.
+	// ObjectFlushInterval is the least time between the starts of two
+	// flushes of "object" durability partitions to S3 when the second
+	// gathers batches that arrived during the first (one shared object per
+	// flush; a flush with none in flight starts at once); acks wait for it.
 	ObjectFlushInterval time.Duration
 	// Cleaner configures the log cleaner of compacted topics
 	// (log.cleaner.*).

@@ -59,8 +59,9 @@ type ManagerOptions struct {
 	// OrphanGrace is how old an object no manifest references must be
 	// before it is deleted.
 	OrphanGrace time.Duration
-	// FlushInterval is how often the batches of "object" durability
-	// partitions are written to S3 (one shared object per flush).
+	// FlushInterval is the least time between the starts of two flushes of
+	// "object" durability partitions to S3 when the second gathers batches
+	// that arrived during the first (runWAL); one shared object per flush.
 	FlushInterval time.Duration
 	// WatchInterval is how often brokers apply metadata changes (deleted
 	// topics' objects are swept again after the leaders have noticed).

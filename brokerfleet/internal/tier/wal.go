@@ -43,29 +43,46 @@ func (tg *Manager) KickWAL() {
 
 // runWAL makes the batches of "object" durability partitions durable in
 // S3: it writes what they appended since the last flush into one shared
-// object, references each share from its partition's manifest, and only
-// then lets their high watermark (and acks=all) pass it. A flush starts
-// as soon as a batch arrives, but at most one per ObjectFlushInterval (the
-// PUT-rate cap); batches arriving meanwhile share the next one (group
-// commit).
+// object, references each share, and only then lets their high watermark
+// (and acks=all) pass it.
+//
+// Flushes are group commits. At most one is in flight. A batch that
+// arrives while none is starts one at once, so a lone producer waits one
+// PUT and one metastore write. Batches that arrive while one is in flight
+// are gathered into the next, which starts when the previous one has
+// finished and at least FlushInterval after the previous one started: under
+// load (something always waiting) flushes, and so PUTs, are at most one per
+// FlushInterval. A producer can only outpace the interval on its own by
+// waiting for each ack before sending again, so its PUT rate is bounded by
+// its own round trip through S3.
 func (tg *Manager) runWAL() {
 	defer tg.wg.Done()
-	t := tg.clock.NewTicker(tg.opts.FlushInterval)
+	t := tg.clock.NewTicker(tg.opts.FlushInterval) // a safety net: appends kick
 	defer t.Stop()
 	var last time.Time
+	gathered := false // a kick came while the previous flush was in flight
 	for {
-		select {
-		case <-tg.ctx.Done():
-			return
-		case <-t.C():
-		case <-tg.walKick:
-		}
-		if wait := tg.opts.FlushInterval - clock.Since(tg.clock, last); wait > 0 {
-			clock.Sleep(tg.ctx, tg.clock, wait)
+		if !gathered {
+			select {
+			case <-tg.ctx.Done():
+				return
+			case <-t.C():
+			case <-tg.walKick:
+			}
+		} else if wait := tg.opts.FlushInterval - clock.Since(tg.clock, last); wait > 0 {
+			if !clock.Sleep(tg.ctx, tg.clock, wait) {
+				return
+			}
 		}
 		last = tg.clock.Now()
 		if err := tg.flushWAL(); err != nil && tg.ctx.Err() == nil {
 			tg.log.Warn("object durability flush", "err", err)
+		}
+		select {
+		case <-tg.walKick:
+			gathered = true
+		default:
+			gathered = false
 		}
 	}
 }
