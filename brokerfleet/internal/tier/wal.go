@@ -5,7 +5,6 @@ package tier
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -129,36 +128,55 @@ func (tg *Manager) flushWAL() error {
 		owners = append(owners, pending{lp, st})
 	}
 	if len(parts) == 0 {
-		return nil
+		ctx, cancel := context.WithTimeout(tg.ctx, time.Minute)
+		defer cancel()
+		return tg.compactWALIndex(ctx)
 	}
+	tg.walCompact.Store(false) // this flush's index write drops what is stale
 	tg.mu.Lock()
 	tg.walSeq++
 	key := WALKey(tg.opts.NodeID, tg.opts.Incarnation, tg.walSeq)
 	tg.mu.Unlock()
 	ctx, cancel := context.WithTimeout(tg.ctx, time.Minute)
 	defer cancel()
-	mans, errs, err := tg.t.PutWAL(ctx, key, parts)
-	if err != nil {
+	var body []byte
+	entries := make([]metastore.WALEntry, len(parts))
+	for i, p := range parts {
+		entries[i] = metastore.WALEntry{Topic: p.ID, Partition: p.Partition, LeaderEpoch: p.LeaderEpoch, BaseOffset: p.Base, NextOffset: p.Next,
+			MaxTimestamp: p.MaxTS, Object: key, Pos: int64(len(body)), Len: int64(len(p.Batches))}
+		body = append(body, p.Batches...)
+	}
+	if err := objstore.PutIfAbsentIdempotent(ctx, tg.opts.Objects, key, body); err != nil {
+		return fmt.Errorf("tier: put %s: %w", key, err)
+	}
+	// One conditional write references every share: the WAL index.
+	if err := tg.writeWALIndex(ctx, entries); err != nil {
 		return err
 	}
+	tg.stats.flushes.Add(1)
+	// A lease lost meanwhile, or a partition whose leadership moved, acks
+	// nothing more here: its share stays in the index, where the next
+	// leader takes it only if its manifest has not moved past it.
+	leased := tg.cat.LeaseValid()
+	var durable []int
 	tg.mu.Lock()
-	for i := range parts {
-		if errs[i] == nil {
-			tg.walRefs[key]++
-		}
-	}
-	tg.mu.Unlock()
-	var failed []error
 	for i, o := range owners {
-		if errs[i] != nil {
-			tg.setManifest(o.lp.key, o.st, mans[i], errors.Is(errs[i], ErrFenced))
-			failed = append(failed, errs[i])
+		st := o.st
+		if !leased || st.fenced || st.epoch != parts[i].LeaderEpoch || o.lp.p.LeaderEpoch() != st.epoch || tg.parts[o.lp.key] != st {
 			continue
 		}
-		tg.setManifest(o.lp.key, o.st, mans[i], false)
-		o.lp.p.SetObjectDurable(parts[i].Next)
+		if End(st.view()) != parts[i].Base {
+			continue // cannot happen with one flusher; never ack across a gap
+		}
+		st.pending = append(st.pending, entries[i].Ref())
+		tg.walRefs[key]++
+		durable = append(durable, i)
 	}
-	return errors.Join(failed...)
+	tg.mu.Unlock()
+	for _, i := range durable {
+		owners[i].lp.p.SetObjectDurable(parts[i].Next)
+	}
+	return nil
 }
 
 // sweepWAL deletes the WAL objects under prefix that no manifest of an
@@ -191,7 +209,10 @@ func (tg *Manager) sweepWAL(ctx context.Context, prefix string, listTopics func(
 		return err
 	}
 	referenced := map[string]bool{}
+	mans := map[tierKey]metastore.Manifest{}
+	exists := map[metastore.TopicID]bool{}
 	for _, t := range topics {
+		exists[t.ID] = true
 		cfg, err := tg.opts.Defaults.Resolve(t.Configs)
 		if err != nil || cfg.Durability != topic.DurabilityObject {
 			continue
@@ -201,8 +222,33 @@ func (tg *Manager) sweepWAL(ctx context.Context, prefix string, listTopics func(
 			if err != nil {
 				return err
 			}
+			mans[tierKey{t.ID, p}] = man
 			for obj := range WALObjects(man) {
 				referenced[obj] = true
+			}
+		}
+	}
+	// The WAL indexes reference objects too, until their entries are
+	// superseded (then nothing will ever read them).
+	indexes, err := tg.meta.WALIndexes(ctx)
+	if err != nil {
+		return err
+	}
+	for _, idx := range indexes {
+		for _, e := range idx.Entries {
+			k := tierKey{e.Topic, e.Partition}
+			if !exists[k.id] || referenced[e.Object] {
+				continue
+			}
+			man, ok := mans[k]
+			if !ok {
+				if man, err = tg.meta.Manifest(ctx, k.id, k.partition); err != nil {
+					return err
+				}
+				mans[k] = man
+			}
+			if !superseded(man, e) {
+				referenced[e.Object] = true
 			}
 		}
 	}
