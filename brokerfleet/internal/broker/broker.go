@@ -193,7 +193,7 @@ func New(cfg Config) (*Broker, error) {
 		b.tier = tier.NewManager(tier.ManagerOptions{
 			Catalog: b.cat, Meta: cfg.Meta, Objects: cfg.Objects, NodeID: cfg.NodeID, Incarnation: cfg.Incarnation,
 			Defaults: defaults, Interval: cfg.TierInterval, OrphanGrace: cfg.TierOrphanGrace,
-			FlushInterval: cfg.ObjectFlushInterval, WatchInterval: cfg.WatchInterval,
+			FlushInterval: cfg.ObjectFlushInterval, NoWALIndex: !cfg.ObjectWALIndex, WatchInterval: cfg.WatchInterval,
 			Uploaded: m.TierUploaded, Sweep: b.controlling.Load, Clock: cfg.Clock, Logger: b.log,
 		})
 	}
@@ -571,6 +571,10 @@ func (b *Broker) Gatherer() prometheus.Gatherer { return b.metrics.Gatherer() }
 func (b *Broker) NewEMF() *metrics.EMF {
 	return metrics.NewEMF(b.Gatherer(), b.cfg.ClusterID, b.cfg.NodeID)
 }
+
+// WALStats counts this broker's "object" durability flushes and the
+// metastore writes they made (for the bench's writes per flush).
+func (b *Broker) WALStats() tier.WALStats { return b.tier.WALStats() }
 
 // ClosedSegmentEnd returns the offset where a local partition's closed,
 // committed segments end (what the tier can hold), or 0 if it has none.

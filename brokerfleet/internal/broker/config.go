@@ -188,6 +188,11 @@ type Config struct {
 	// gathers batches that arrived during the first (one shared object per
 	// flush; a flush with none in flight starts at once); acks wait for it.
 	ObjectFlushInterval time.Duration
+	// ObjectWALIndex makes an "object" flush one metastore write (this
+	// node's WAL index, absorbed by the manifests later) instead of one per
+	// partition. Turn it off while brokers of a build that does not read
+	// the index may lead "object" partitions (an upgrade from one).
+	ObjectWALIndex bool
 	// Cleaner configures the log cleaner of compacted topics
 	// (log.cleaner.*).
 	Cleaner CleanerConfig
@@ -267,6 +272,7 @@ func DefaultConfig() Config {
 		TierInterval:                      5 * time.Second,
 		TierOrphanGrace:                   10 * time.Minute,
 		ObjectFlushInterval:               50 * time.Millisecond,
+		ObjectWALIndex:                    true,
 		GroupStatsInterval:                5 * time.Second,
 	}
 }

@@ -68,6 +68,11 @@ type ManagerOptions struct {
 	// "object" durability partitions to S3 when the second gathers batches
 	// that arrived during the first (runWAL); one shared object per flush.
 	FlushInterval time.Duration
+	// NoWALIndex makes flushes reference their shares from each
+	// partition's manifest (one metastore write per partition) instead of
+	// this node's WAL index (one write per flush), as builds without the
+	// index did: for a cluster whose brokers do not all read the index yet.
+	NoWALIndex bool
 	// WatchInterval is how often brokers apply metadata changes (deleted
 	// topics' objects are swept again after the leaders have noticed).
 	WatchInterval time.Duration

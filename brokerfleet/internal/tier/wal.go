@@ -5,6 +5,7 @@ package tier
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -139,6 +140,9 @@ func (tg *Manager) flushWAL() error {
 	tg.mu.Unlock()
 	ctx, cancel := context.WithTimeout(tg.ctx, time.Minute)
 	defer cancel()
+	if tg.opts.NoWALIndex {
+		return tg.flushToManifests(ctx, key, parts, func(i int) (ledPartition, *tierState) { return owners[i].lp, owners[i].st })
+	}
 	var body []byte
 	entries := make([]metastore.WALEntry, len(parts))
 	for i, p := range parts {
@@ -177,6 +181,37 @@ func (tg *Manager) flushWAL() error {
 		owners[i].lp.p.SetObjectDurable(parts[i].Next)
 	}
 	return nil
+}
+
+// flushToManifests is a flush as builds without the WAL index made it
+// (ManagerOptions.NoWALIndex): the object, then one manifest write per
+// partition in it.
+func (tg *Manager) flushToManifests(ctx context.Context, key string, parts []WALPart, owner func(int) (ledPartition, *tierState)) error {
+	mans, errs, err := tg.t.PutWAL(ctx, key, parts)
+	if err != nil {
+		return err
+	}
+	tg.stats.flushes.Add(1)
+	tg.stats.metaWrites.Add(int64(len(parts)))
+	tg.mu.Lock()
+	for i := range parts {
+		if errs[i] == nil {
+			tg.walRefs[key]++
+		}
+	}
+	tg.mu.Unlock()
+	var failed []error
+	for i := range parts {
+		lp, st := owner(i)
+		if errs[i] != nil {
+			tg.setManifest(lp.key, st, mans[i], errors.Is(errs[i], ErrFenced))
+			failed = append(failed, errs[i])
+			continue
+		}
+		tg.setManifest(lp.key, st, mans[i], false)
+		lp.p.SetObjectDurable(parts[i].Next)
+	}
+	return errors.Join(failed...)
 }
 
 // sweepWAL deletes the WAL objects under prefix that no manifest of an

@@ -582,3 +582,39 @@ func TestWALSameNodeRestartsWithAnEmptyDisk(t *testing.T) {
 	require.Len(t, idx.Entries, 1, "the earlier incarnation's shares are in the manifest now")
 	require.Equal(t, []int64{next}, recoverable(t, again.meta, tp.ID, 1))
 }
+
+// With NoWALIndex (an upgrade in progress) a flush references its shares
+// from the manifests, as earlier builds did, so a leader of such a build
+// finds them; a leader with the index continues from them.
+func TestWALFlushWithoutTheIndex(t *testing.T) {
+	ws := newWALStores(t)
+	a := ws.broker(t, 1, "a", nil)
+	a.tg.opts.NoWALIndex = true
+	const n = 4
+	tp := a.createObjectTopic(t, "durable", n, 1)
+	a.lead(t)
+	want := make([]int64, n)
+	for p := int32(0); p < n; p++ {
+		want[p] = a.produce(t, "durable", p, 2)
+	}
+	before := a.puts.Load()
+	require.NoError(t, a.tg.flushWAL())
+	require.Equal(t, int64(n), a.puts.Load()-before, "one manifest write per partition")
+	for p := int32(0); p < n; p++ {
+		man, err := a.meta.Manifest(a.ctx, tp.ID, p)
+		require.NoError(t, err)
+		require.Equal(t, want[p], End(man), "partition %d: in the manifest itself", p)
+	}
+	idx, err := a.meta.WALIndex(a.ctx, 1)
+	require.NoError(t, err)
+	require.Zero(t, idx.Version, "no index written")
+
+	b := ws.broker(t, 2, "b", nil)
+	for p := int32(0); p < n; p++ {
+		moveLeader(t, b.meta, tp.ID, p, 2)
+	}
+	b.lead(t)
+	want[0] = b.produce(t, "durable", 0, 1)
+	require.NoError(t, b.tg.flushWAL())
+	require.Equal(t, want, recoverable(t, b.meta, tp.ID, n))
+}
