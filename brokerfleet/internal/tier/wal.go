@@ -239,6 +239,13 @@ func (tg *Manager) sweepWAL(ctx context.Context, prefix string, listTopics func(
 	if len(old) == 0 {
 		return nil
 	}
+	// The WAL indexes first: a share absorbed into its manifest between
+	// the two reads is then in the manifest read after (the other order
+	// could miss it in both).
+	indexes, err := tg.meta.WALIndexes(ctx)
+	if err != nil {
+		return err
+	}
 	topics, err := listTopics(ctx)
 	if err != nil {
 		return err
@@ -265,10 +272,6 @@ func (tg *Manager) sweepWAL(ctx context.Context, prefix string, listTopics func(
 	}
 	// The WAL indexes reference objects too, until their entries are
 	// superseded (then nothing will ever read them).
-	indexes, err := tg.meta.WALIndexes(ctx)
-	if err != nil {
-		return err
-	}
 	for _, idx := range indexes {
 		for _, e := range idx.Entries {
 			k := tierKey{e.Topic, e.Partition}
