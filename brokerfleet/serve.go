@@ -106,6 +106,9 @@ func brokerFlags(fs *flag.FlagSet, cfg *broker.Config, listen *string, logLevel 
 	})
 	fs.StringVar(&cfg.GroupConsumerMigrationPolicy, "group-consumer-migration-policy", cfg.GroupConsumerMigrationPolicy, "online migration between the classic and the consumer protocol: bidirectional, upgrade, downgrade or disabled (group.consumer.migration.policy)")
 	fs.DurationVar(&cfg.OffsetsRetention, "offsets-retention", cfg.OffsetsRetention, "how long committed offsets are kept once their group is empty (offsets.retention.minutes; for commits without a group, after each commit)")
+	fs.Func("offsets-topic-partitions", "keep a copy of committed offsets in the __consumer_offsets topic (Kafka's record format) with this many partitions, for tools that read it such as Burrow (Kafka's offsets.topic.num.partitions is 50); 0: no such topic (default 0)", func(s string) error {
+		return parseInt32(s, &cfg.OffsetsTopicPartitions)
+	})
 	fs.DurationVar(&cfg.TransactionMaxTimeout, "transaction-max-timeout", cfg.TransactionMaxTimeout, "longest transaction timeout a transactional producer may ask for (transaction.max.timeout.ms)")
 	fs.DurationVar(&cfg.TransactionalIDExpiration, "transactional-id-expiration", cfg.TransactionalIDExpiration, "a transactional id without a transaction is forgotten this long after its last use (transactional.id.expiration.ms)")
 	fs.DurationVar(&cfg.TransactionCheckInterval, "transaction-check-interval", cfg.TransactionCheckInterval, "how often transactions past their timeout are aborted and expired transactional ids removed")

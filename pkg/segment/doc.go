@@ -21,7 +21,10 @@
 //   - <base>.timeindex: 12-byte entries (int64 timestamp, uint32 relative
 //     base offset of a batch), big endian.
 //
-// and one file named checkpoint: magic, version, a clean-shutdown flag, the
+// and, for some offsets, <offset>.snapshot: the log owner's state derived
+// from the headers of every batch below offset (snapshot.go; the partition
+// writes one when a segment rolls, and the log removes those a truncation
+// or reset makes untrue); and one file named checkpoint: magic, version, a clean-shutdown flag, the
 // log start offset and the recovery point, followed by a CRC-32C. It and
 // the index files are replaced atomically (write a .tmp file, fsync,
 // rename); directory operations are made durable before they return.

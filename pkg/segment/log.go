@@ -486,6 +486,14 @@ func (l *Log) NextOffset() int64 {
 	return l.active().next
 }
 
+// ActiveBase returns the base offset of the active segment: it changes
+// when the log rolls.
+func (l *Log) ActiveBase() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.active().base
+}
+
 // Size returns the number of bytes of all segments.
 func (l *Log) Size() int64 {
 	l.mu.RLock()

@@ -165,6 +165,10 @@ func (l *Log) TruncateTo(offset int64) error {
 	// The flushed offset is lowered first: if a step fails, NextOffset may
 	// already be lower, and appends there are not durable.
 	l.flush.lower(end)
+	// Snapshots past the cut describe batches about to go.
+	if err := l.removeSnapshotsAbove(end); err != nil {
+		return fmt.Errorf("segment: truncate to %d: %w", offset, err)
+	}
 	if err := l.dropFrom(k + 1); err != nil {
 		return fmt.Errorf("segment: truncate to %d: %w", offset, err)
 	}
@@ -255,6 +259,11 @@ func (l *Log) ResetTo(offset int64) error {
 	}
 	if offset < 0 {
 		return fmt.Errorf("segment: reset to %d: negative offset: %w", offset, ErrOffsetOutOfRange)
+	}
+	// The owner starts over with no state: so must a reopened log.
+	if err := l.removeSnapshotsAbove(-1); err != nil {
+		l.fail(err)
+		return fmt.Errorf("segment: reset to %d: %w", offset, err)
 	}
 	if len(l.segs) == 1 && l.segs[0].empty() && l.segs[0].base == offset {
 		l.start = offset

@@ -48,6 +48,18 @@ var (
 		Name: "ClickHouse (clickhouse-server)", Install: "apt-get install -y clickhouse-server",
 		Suites: "e2e/orders (analytics; or set STRATA_CLICKHOUSE_URL)",
 	}
+	Burrow = Tool{
+		Name: "Burrow", Programs: []string{"Burrow", "burrow"}, Install: "apt-get install -y burrow",
+		Suites: "brokerfleet/internal/interop (TestBurrow: LinkedIn's lag checker reading __consumer_offsets)",
+	}
+	ZooKeeper = Tool{
+		Name: "ZooKeeper (zookeeper.jar and java)", Install: "apt-get install -y zookeeper",
+		Suites: "brokerfleet/internal/interop (TestBurrow: Burrow 1.2 keeps its own state in ZooKeeper)",
+	}
+	Promtool = Tool{
+		Name: "promtool (Prometheus)", Programs: []string{"promtool"}, Install: "apt-get install -y prometheus",
+		Suites: "brokerfleet (the alerting rules and dashboard of infra/observability)",
+	}
 	Node = Tool{
 		Name: "Node.js (node, npm)", Programs: []string{"node"}, Install: "apt-get install -y nodejs npm",
 		Suites: "pkg/metastore/dynamo (dynalite), infra/stack (the CDK CLI)",
@@ -56,6 +68,10 @@ var (
 		Name: "dynalite", Install: "npm ci --prefix localstack",
 		Suites: "pkg/metastore/dynamo (the conformance suite on a second DynamoDB implementation)",
 	}
+	Platformatic = Tool{
+		Name: "@platformatic/kafka", Install: "npm ci --prefix brokerfleet/internal/interop/testdata/platformatic",
+		Suites: "brokerfleet/internal/interop (TestPlatformatic: an independent Node.js Kafka client)",
+	}
 	CDK = Tool{
 		Name: "the AWS CDK CLI", Install: "npm ci --prefix infra",
 		Suites: "infra/stack (TestCDKSynth, in make infra-test)",
@@ -63,7 +79,7 @@ var (
 )
 
 // Tools is every tool above, in the order the README lists them.
-var Tools = []Tool{Kcat, Chromium, PostgreSQL, ClickHouse, Node, Dynalite, CDK}
+var Tools = []Tool{Kcat, Chromium, PostgreSQL, ClickHouse, Burrow, ZooKeeper, Promtool, Node, Dynalite, Platformatic, CDK}
 
 // RequireAll reports whether RequireAllEnv is set, so a missing tool is a
 // failure.

@@ -1,13 +1,23 @@
 package broker
 
-// Fetch, versions 4-12. A fetch with a replica id (>= 0) is a follower
+// Fetch, versions 4-13. A fetch with a replica id (>= 0) is a follower
 // pulling from its leader: it reads past the high watermark, and its fetch
 // offset records how far it has replicated. v4 adds isolation level and the
 // last stable offset: read_committed consumers read below the last stable
 // offset and get the aborted transactions overlapping what they read (the
 // client drops their records); v5 the log start offset; v7 fetch sessions; v9 the
 // current leader epoch; v11 rack and preferred read replica; v12 is
-// flexible and adds the last fetched epoch.
+// flexible and adds the last fetched epoch; v13 names topics by id
+// (KIP-516), in the request, its forgotten topics and the answer.
+//
+// Topic ids (v13): resolveFetchIDs names the request's topics from this
+// broker's view before the ACL rule runs, so the rule, the session and the
+// read work on names as for v12; a topic id this broker does not know is
+// taken out and answered UNKNOWN_TOPIC_ID, a forgotten one it does not
+// know is dropped (a session holds names: the partitions of a topic
+// deleted while in a session stay in it, answered with errors, until the
+// session ends). Answers carry the id of each topic as this broker knows
+// it.
 //
 // Fetch sessions (v7+, KIP-227; internal/fetchsession): epoch 0 creates a
 // session holding the request's partitions (answered with its id; id 0
@@ -66,10 +76,14 @@ import (
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
 	"github.com/stratamq/strata/brokerfleet/internal/security"
 	"github.com/stratamq/strata/pkg/clock"
+	"github.com/stratamq/strata/pkg/metastore"
 	"github.com/stratamq/strata/pkg/segment"
 )
 
-func init() { register(1, 4, 12, later(handleFetch), authorizeFetch) }
+func init() {
+	register(1, 4, 13, later(handleFetch), authorizeFetch)
+	resolveWith(1, resolveFetchIDs)
+}
 
 // maxFetchWait caps a client's MaxWaitMillis.
 const maxFetchWait = 30 * time.Second
@@ -201,6 +215,9 @@ func (r *fetchRead) read() (resp *kmsg.FetchResponse, total int, now, moved bool
 		if n := len(resp.Topics); n == 0 || resp.Topics[n-1].Topic != fp.Topic {
 			st := kmsg.NewFetchResponseTopic()
 			st.Topic = fp.Topic
+			if t := s.Topic(fp.Topic); t != nil {
+				st.TopicID = t.Meta.ID
+			}
 			resp.Topics = append(resp.Topics, st)
 		}
 		sp, n, pnow, pmoved := r.readPartition(s, fp, total, remaining)
@@ -335,6 +352,57 @@ func (r *fetchRead) readPartition(s *catalog.Snapshot, fp *fetchsession.Part, to
 		}
 	}
 	return sp, len(data), false, moved
+}
+
+// resolveFetchIDs names the topics of a v13+ fetch, given by id, from
+// this broker's view; topics with an unknown id are taken out of the
+// request and answered UNKNOWN_TOPIC_ID by the returned fix, forgotten
+// topics with an unknown id are dropped. Older versions name topics and
+// pass through.
+func resolveFetchIDs(b *Broker, req *kmsg.FetchRequest) func(kmsg.Response) {
+	if req.Version < 13 {
+		return nil
+	}
+	s := b.cat.Snapshot()
+	var unknown []kmsg.FetchRequestTopic
+	known := req.Topics[:0]
+	for _, t := range req.Topics {
+		if ts := s.TopicByID(metastore.TopicID(t.TopicID)); ts != nil {
+			t.Topic = ts.Meta.Name
+			known = append(known, t)
+		} else {
+			unknown = append(unknown, t)
+		}
+	}
+	req.Topics = known
+	forgotten := req.ForgottenTopics[:0]
+	for _, t := range req.ForgottenTopics {
+		if ts := s.TopicByID(metastore.TopicID(t.TopicID)); ts != nil {
+			t.Topic = ts.Meta.Name
+			forgotten = append(forgotten, t)
+		}
+	}
+	req.ForgottenTopics = forgotten
+	if len(unknown) == 0 {
+		return nil
+	}
+	return func(resp kmsg.Response) {
+		rr := resp.(*kmsg.FetchResponse)
+		if rr.ErrorCode != 0 {
+			return // a session error: no partitions at all
+		}
+		for _, t := range unknown {
+			rt := kmsg.NewFetchResponseTopic()
+			rt.TopicID = t.TopicID
+			for _, tp := range t.Partitions {
+				rp := kmsg.NewFetchResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = tp.Partition, kerr.UnknownTopicID.Code
+				rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			rr.Topics = append(rr.Topics, rt)
+		}
+	}
 }
 
 // abortedIn lists the aborted transactions a read_committed consumer must

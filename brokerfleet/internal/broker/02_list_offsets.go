@@ -1,8 +1,14 @@
 package broker
 
-// ListOffsets, versions 1-8. v2 adds the isolation level (read_committed:
-// the latest offset is the last stable offset, and lookups by time find
-// nothing at or past it); v4 the current
+// ListOffsets, versions 0-8. v0 (which Kafka 4 no longer serves) is
+// served for older clients that still send it, such as Burrow 1.2's
+// (Debian's) broker offset requests: it asks for up to max_num_offsets
+// offsets and is answered with one, the offset v1 would give (latest,
+// earliest, or the first at the timestamp), or none when there is none;
+// Kafka 3 answered latest with the segment start offsets after it too,
+// which nobody reads. v1 answers one offset and its timestamp; v2 adds the
+// isolation level (read_committed: the latest offset is the last stable
+// offset, and lookups by time find nothing at or past it); v4 the current
 // leader epoch and the leader epoch of the answer; v6 is flexible; v7 adds
 // timestamp -3 (the record with the largest timestamp); v8 adds -4 (the
 // earliest local offset: with the S3 tier, where local disk starts).
@@ -17,7 +23,7 @@ import (
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
 )
 
-func init() { register(2, 1, 8, answer(handleListOffsets), authorizeListOffsets) }
+func init() { register(2, 0, 8, answer(handleListOffsets), authorizeListOffsets) }
 
 // Special timestamps of ListOffsets.
 const (
@@ -36,6 +42,9 @@ func handleListOffsets(b *Broker, cc *clientConn, req *kmsg.ListOffsetsRequest) 
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			listOffset(b, rt.Topic, rp, req.IsolationLevel == 1, &sp)
+			if req.Version == 0 && sp.ErrorCode == 0 && sp.Offset >= 0 && rp.MaxNumOffsets > 0 {
+				sp.OldStyleOffsets = []int64{sp.Offset}
+			}
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/stratamq/strata/brokerfleet/internal/catalog"
+	"github.com/stratamq/strata/brokerfleet/internal/offsetlog"
 	"github.com/stratamq/strata/brokerfleet/internal/security"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
 	"github.com/stratamq/strata/pkg/metastore"
@@ -104,6 +105,7 @@ func topicMetadata(ts *catalog.Topic, live map[int32]bool) kmsg.MetadataResponse
 	name := ts.Meta.Name
 	mt.Topic = &name
 	mt.TopicID = ts.Meta.ID
+	mt.IsInternal = name == offsetlog.Topic
 	for i, st := range ts.States {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = int32(i)

@@ -27,7 +27,7 @@ func TestEveryRequestWithAndWithoutItsACLs(t *testing.T) {
 		c.Security.SuperUsers = []string{"User:admin"}
 	})
 	admin := s.client(t, scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha512Mechanism())
-	alice := s.client(t, scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism())
+	alice := s.client(t, scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism(), namedFetches())
 	createTopicOn(t, admin, "t", 1, 1)
 	createTopicOn(t, admin, "doomed", 1, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -91,7 +91,7 @@ func TestIdleConnectionsClose(t *testing.T) {
 
 	// A Fetch long poll of 1.5 s outlasts the idle timeout: the connection
 	// stays until it is answered.
-	cl := brokertest.Client(t, b.Addr)
+	cl := brokertest.Client(t, b.Addr, namedFetches())
 	ctx := context.Background()
 	start = time.Now()
 	resp, err := fetchReq("quiet", []int32{0}, 0, 1500, 1, 1<<20, 1<<20).RequestWith(ctx, cl)
@@ -106,7 +106,7 @@ func TestIdleConnectionsClose(t *testing.T) {
 func TestDisconnectEndsParkedRequests(t *testing.T) {
 	b := brokertest.Start(t)
 	brokertest.CreateTopic(t, b.Addr, "parked", 1, nil)
-	cl := brokertest.Client(t, b.Addr)
+	cl := brokertest.Client(t, b.Addr, namedFetches())
 	ctx := context.Background()
 	// A member that stays in the group, so a second member's join parks
 	// until the first rejoins (which it never does) or the rebalance
@@ -252,7 +252,7 @@ func TestFetchMaxBytesCapsEveryFetch(t *testing.T) {
 	const limit = 256 << 10
 	b := brokertest.Start(t, func(c *broker.Config) { c.FetchMaxBytes = limit })
 	brokertest.CreateTopic(t, b.Addr, "big", 2, nil)
-	cl := brokertest.Client(t, b.Addr, kgo.ProducerBatchMaxBytes(64<<10), kgo.ProducerLinger(0))
+	cl := brokertest.Client(t, b.Addr, kgo.ProducerBatchMaxBytes(64<<10), kgo.ProducerLinger(0), namedFetches())
 	ctx := context.Background()
 	value := make([]byte, 16<<10)
 	for i := range 128 {
@@ -285,7 +285,7 @@ func TestReplicaFetchChecks(t *testing.T) {
 			c.Meta, c.NodeID, c.DialPeer = meta, id, links.Dialer(strconv.Itoa(int(id)))
 		}))
 	}
-	cl := brokertest.Client(t, brokers[0].Addr, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	cl := brokertest.Client(t, brokers[0].Addr, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(), namedFetches())
 	createTopicOn(t, cl, "checked", 1, 2)
 	ctx := context.Background()
 	produce := func(n int) {
@@ -355,7 +355,7 @@ func TestReplicaFetchNeedsAnAuthenticatedConnection(t *testing.T) {
 		}
 	})
 	go b.ServeListener("INTERNAL", internal)
-	plain := brokertest.Client(t, internal.Addr().String())
+	plain := brokertest.Client(t, internal.Addr().String(), namedFetches())
 	createTopicOn(t, plain, "guarded", 1, 1)
 	ctx := context.Background()
 	require.NoError(t, plain.ProduceSync(ctx, &kgo.Record{Topic: "guarded", Value: []byte("v")}).FirstErr())

@@ -54,6 +54,7 @@ type Broker struct {
 	tier     *tier.Manager    // nil without an object store
 	cleaner  *cleaner.Cleaner // nil when Config.Cleaner.Threads is 0
 	coord    *group.Coordinator
+	offsets  *offsetsTopic    // the __consumer_offsets copy of commits (off unless OffsetsTopicPartitions)
 	txn      *txn.Coordinator // the transaction coordinator
 	peers    *peers           // requests to other brokers (markers, verification)
 	metrics  *metrics.Broker
@@ -173,11 +174,12 @@ func New(cfg Config) (*Broker, error) {
 		cancel()
 		return nil, err
 	}
+	b.offsets = &offsetsTopic{b: b}
 	b.coord = group.New(group.Options{
 		Meta: cfg.Meta, Valid: b.cat.LeaseValid, PartitionExists: b.partitionExists,
 		MinSessionTimeout: cfg.GroupMinSessionTimeout, MaxSessionTimeout: cfg.GroupMaxSessionTimeout,
 		InitialRebalanceDelay: cfg.GroupInitialRebalanceDelay, Clock: cfg.Clock, Logger: b.log,
-		OffsetsRetention: cfg.OffsetsRetention, TopicID: b.topicID,
+		OffsetsRetention: cfg.OffsetsRetention, TopicID: b.topicID, Committed: b.offsets.committed,
 		Topics: b.topicView, MaxSize: cfg.GroupMaxSize,
 		ConsumerSessionTimeout: cfg.GroupConsumerSessionTimeout, ConsumerHeartbeatInterval: cfg.GroupConsumerHeartbeatInterval,
 		ConsumerMaxSize: cfg.GroupConsumerMaxSize, ConsumerAssignors: cfg.GroupConsumerAssignors,
@@ -242,6 +244,9 @@ func New(cfg Config) (*Broker, error) {
 	b.run(b.watch)
 	b.run(b.maintain)
 	b.run(b.refreshGroupStats)
+	if cfg.OffsetsTopicPartitions > 0 {
+		b.run(b.offsets.create)
+	}
 	if b.cleaner != nil {
 		b.run(b.cleaner.Run)
 	}

@@ -305,3 +305,42 @@ func TestCleanerMetrics(t *testing.T) {
 	require.Less(t, m["strata_cleaner_seconds_since_last_clean"][0].value, 30.0)
 	require.Zero(t, sum(m, "strata_cleaner_uncleanable_partitions", nil))
 }
+
+// TestCompactDeleteAppliesBoth: cleanup.policy=compact,delete removes
+// segments past retention.ms and compacts the rest.
+func TestCompactDeleteAppliesBoth(t *testing.T) {
+	b := compactCluster(t, 1)[0]
+	cfg := tableConfigs("cleanup.policy", "compact,delete", "retention.ms", "3600000")
+	delete(cfg, "min.insync.replicas")
+	brokertest.CreateTopic(t, b.Addr, "both", 1, cfg)
+	cl := brokertest.Client(t, b.Addr, kgo.DefaultProduceTopic("both"), kgo.ProducerLinger(time.Millisecond))
+	ctx := context.Background()
+	old := time.Now().Add(-2 * time.Hour)
+	var rs []*kgo.Record
+	for k := 0; k < 10; k++ {
+		rs = append(rs, &kgo.Record{Key: []byte(fmt.Sprintf("k%d", k)), Value: []byte("old"), Timestamp: old})
+	}
+	require.NoError(t, cl.ProduceSync(ctx, rs...).FirstErr())
+	// Their segment closes (segment.ms) and is past retention.ms at once.
+	waitFor(t, "the old records expired", func() bool {
+		leo, _, _, _ := broker.LocalLog(b.Broker, "both", 0)
+		return leo == 10 && len(replicaRecords(t, b, "both", 1)[0]) == 0
+	})
+	want := tableState{}
+	for v := 0; v < 5; v++ {
+		rs = rs[:0]
+		for k := 0; k < 5; k++ {
+			key, value := fmt.Sprintf("k%d", k), fmt.Sprintf("new-%d", v)
+			rs = append(rs, &kgo.Record{Key: []byte(key), Value: []byte(value)})
+			want[key] = value
+		}
+		require.NoError(t, cl.ProduceSync(ctx, rs...).FirstErr())
+	}
+	// k5-k9 had only old values, which retention removed; k0-k4 keep
+	// their latest.
+	waitFor(t, "retention and compaction both applied", func() bool { return cleaned(replicaRecords(t, b, "both", 1), want) })
+	starts, err := brokertest.Admin(t, b.Addr).ListStartOffsets(ctx, "both")
+	require.NoError(t, err)
+	s, _ := starts.Lookup("both", 0)
+	require.GreaterOrEqual(t, s.Offset, int64(10), "the log start moved past the expired segment")
+}

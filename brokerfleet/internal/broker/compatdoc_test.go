@@ -16,8 +16,8 @@ import (
 // at the versions listed.
 var apiNotes = map[int16]string{
 	0:  "acks 0, 1 and all; idempotent producers (5 batches deduplicated per producer and partition); transactional batches verified with their coordinator (KIP-890 part 1); v12 (transaction version 2) not served",
-	1:  "long poll, fetch sessions (KIP-227), reading from an in-sync follower in the consumer's rack (KIP-392); v13+ (topic ids) not served",
-	2:  "earliest, latest, by timestamp, max timestamp, isolation level; answered by partition leaders only",
+	1:  "long poll, fetch sessions (KIP-227), reading from an in-sync follower in the consumer's rack (KIP-392), topics by id (v13, KIP-516); v14+ not served",
+	2:  "earliest, latest, by timestamp, max timestamp, isolation level; answered by partition leaders only; v0 (for older clients such as Burrow 1.2) answers one offset, not Kafka 3's list of segment offsets",
 	8:  "v2-v4 retention time is ignored (offsets are kept while the group lives); v9 fences consumer-protocol members by member epoch (KIP-848, KIP-1251); v10 (topic ids) not served",
 	9:  "v9 checks a consumer-protocol member's epoch; v10 (topic ids) not served",
 	19: "manual replica assignment refused (INVALID_REQUEST): replicas are placed by the cluster",

@@ -179,6 +179,13 @@ type Config struct {
 	// TierOrphanGrace is how old an object no manifest references must be
 	// before it is deleted.
 	TierOrphanGrace time.Duration
+	// OffsetsTopicPartitions, when positive, has the cluster keep a copy
+	// of committed offsets in the __consumer_offsets topic, in Kafka's
+	// record format, with this many partitions (Kafka's
+	// offsets.topic.num.partitions; its default is 50), for tools that
+	// read consumer progress from it (Burrow). The topic gets the default
+	// replication factor. 0: no such topic.
+	OffsetsTopicPartitions int32
 	// GroupStatsInterval is how often the consumer group gauges (lag,
 	// committed offsets, members) are refreshed, in the background; a
 	// scrape reads the last refresh.
@@ -386,6 +393,9 @@ func (c *Config) ValidateSettings() error {
 	}
 	if c.TierInterval <= 0 {
 		errs = append(errs, fmt.Errorf("tier-interval: %v is not positive", c.TierInterval))
+	}
+	if c.OffsetsTopicPartitions < 0 || c.OffsetsTopicPartitions > maxPartitionsPerTopic {
+		errs = append(errs, fmt.Errorf("offsets-topic-partitions: %d; want 0 (off) to %d", c.OffsetsTopicPartitions, maxPartitionsPerTopic))
 	}
 	if c.GroupStatsInterval <= 0 {
 		errs = append(errs, fmt.Errorf("group-stats-interval: %v is not positive", c.GroupStatsInterval))

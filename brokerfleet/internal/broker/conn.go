@@ -199,7 +199,8 @@ func (b *Broker) serveConn(nc net.Conn) {
 }
 
 // dispatch serves req through its route, filling p: the authentication
-// gate (only public routes before SASL completes), the route's ACL rule
+// gate (only public routes before SASL completes), the route's resolve
+// step (ids to names), its ACL rule
 // when ACLs are on, its handler, then the rewrite of broker addresses for
 // the listener the client came in on. It returns false when the request
 // gets no response.
@@ -216,11 +217,15 @@ func (b *Broker) dispatch(cc *clientConn, req kmsg.Request, p *pending) bool {
 		closeSilently(p)
 		return true
 	}
-	var fix func(kmsg.Response)
+	var resolved, fix func(kmsg.Response)
+	if r.resolve != nil {
+		resolved = r.resolve(b, req)
+	}
 	if b.authz != nil && !r.public {
 		deny, f := r.authorize(access{b, cc}, req)
 		if deny != nil {
 			p.resp = deny
+			amend(p, resolved)
 			b.rewriteEndpoints(cc, p)
 			return true
 		}
@@ -230,6 +235,7 @@ func (b *Broker) dispatch(cc *clientConn, req kmsg.Request, p *pending) bool {
 		return false
 	}
 	amend(p, fix)
+	amend(p, resolved)
 	b.rewriteEndpoints(cc, p)
 	return true
 }

@@ -9,10 +9,20 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/stratamq/strata/brokerfleet/internal/brokertest"
 	"github.com/stratamq/strata/pkg/segment"
 )
+
+// namedFetches caps a client's Fetch at v12, the last version that names
+// topics, for tests that build Fetch requests by topic name (from v13 the
+// request names them by id; TestFetchByTopicID covers that).
+func namedFetches() kgo.Opt {
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(1, 12)
+	return kgo.MaxVersions(v)
+}
 
 func fetchReq(topicName string, parts []int32, offset int64, maxWait, minBytes, maxBytes, partMax int32) *kmsg.FetchRequest {
 	req := kmsg.NewPtrFetchRequest()
@@ -39,7 +49,7 @@ func batchCount(t *testing.T, b []byte) int {
 func TestFetchLongPollWakesOnProduce(t *testing.T) {
 	b := brokertest.Start(t)
 	brokertest.CreateTopic(t, b.Addr, "poll", 1, nil)
-	cl := brokertest.Client(t, b.Addr)
+	cl := brokertest.Client(t, b.Addr, namedFetches())
 	ctx := context.Background()
 
 	type result struct {
@@ -71,7 +81,7 @@ func TestFetchLongPollWakesOnProduce(t *testing.T) {
 func TestFetchByteLimits(t *testing.T) {
 	b := brokertest.Start(t)
 	brokertest.CreateTopic(t, b.Addr, "limits", 2, nil)
-	cl := brokertest.Client(t, b.Addr)
+	cl := brokertest.Client(t, b.Addr, namedFetches())
 	ctx := context.Background()
 	// Ten batches of ten 100-byte records (about 1.2 KiB each) per partition.
 	one := len(batch(-1, -1, -1, 10, 100))

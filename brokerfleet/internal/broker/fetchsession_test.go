@@ -20,12 +20,13 @@ import (
 	"github.com/stratamq/strata/pkg/segment"
 )
 
-// fetchConn sends Fetch v12 requests over one raw connection and reports
-// the bytes of each frame, both ways.
+// fetchConn sends Fetch requests (v12 unless version is set) over one raw
+// connection and reports the bytes of each frame, both ways.
 type fetchConn struct {
-	t    *testing.T
-	c    net.Conn
-	corr int32
+	t       *testing.T
+	c       net.Conn
+	corr    int32
+	version int16
 }
 
 func newFetchConn(t *testing.T, addr string) *fetchConn {
@@ -35,14 +36,14 @@ func newFetchConn(t *testing.T, addr string) *fetchConn {
 func (fc *fetchConn) do(req *kmsg.FetchRequest) (resp *kmsg.FetchResponse, sent, got int) {
 	fc.t.Helper()
 	fc.corr++
-	req.Version = 12
-	f := flexFrame(1, 12, fc.corr, req.AppendTo(nil))
+	req.Version = max(fc.version, 12)
+	f := flexFrame(1, req.Version, fc.corr, req.AppendTo(nil))
 	require.NoError(fc.t, fc.c.SetDeadline(time.Now().Add(time.Duration(req.MaxWaitMillis)*time.Millisecond+10*time.Second)))
 	_, err := fc.c.Write(f)
 	require.NoError(fc.t, err)
 	raw := readResponse(fc.t, fc.c)
 	resp = kmsg.NewPtrFetchResponse()
-	resp.Version = 12
+	resp.Version = req.Version
 	require.NoError(fc.t, resp.ReadFrom(raw[5:]))
 	return resp, len(f), len(raw) + 4
 }
@@ -443,8 +444,8 @@ func TestFetchSessionsKeepACLs(t *testing.T) {
 	})
 	addUser(t, s.meta, "bob", "bob-secret")
 	admin := s.client(t, scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha512Mechanism())
-	alice := s.client(t, scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism())
-	bob := s.client(t, scram.Auth{User: "bob", Pass: "bob-secret"}.AsSha512Mechanism())
+	alice := s.client(t, scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism(), namedFetches())
+	bob := s.client(t, scram.Auth{User: "bob", Pass: "bob-secret"}.AsSha512Mechanism(), namedFetches())
 	for _, name := range []string{"sa", "sb", "sc"} {
 		createTopicOn(t, admin, name, 1, 1)
 	}

@@ -435,7 +435,7 @@ func TestHostileClients(t *testing.T) {
 			}()
 		}
 	}
-	hostile := brokertest.Client(t, leader.Addr, kgo.RequestRetries(0), kgo.RetryTimeout(time.Second))
+	hostile := brokertest.Client(t, leader.Addr, kgo.RequestRetries(0), kgo.RetryTimeout(time.Second), namedFetches())
 	bomb := zstdBomb(1<<20-100, time.Now().UnixMilli(), registerSchema(t, vlead, "validated-value"))
 	vcl := brokertest.Client(t, vlead.Addr, kgo.RequestRetries(0))
 	attack(2, func() {

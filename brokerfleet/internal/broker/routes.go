@@ -30,6 +30,11 @@ type route struct {
 	// public routes (ApiVersions and the SASL requests) are served before
 	// authentication and need no authorization.
 	public bool
+	// resolve, when set, runs before the rule: it names what the request
+	// gives by id (Fetch v13+ topic ids), so the rule and the handler see
+	// names as in older versions, and returns a fix answering what it took
+	// out (ids this broker does not know), or nil.
+	resolve func(b *Broker, req kmsg.Request) func(kmsg.Response)
 }
 
 // routes holds the registered routes by key.
@@ -94,6 +99,11 @@ func add[R kmsg.Request](key, lo, hi int16, serve handler[R], authorize rule[R],
 		r.authorize = func(a access, req kmsg.Request) (kmsg.Response, func(kmsg.Response)) { return authorize(a, req.(R)) }
 	}
 	routes[key] = r
+}
+
+// resolveWith sets the resolve step of key, registered before.
+func resolveWith[R kmsg.Request](key int16, fn func(b *Broker, req R) func(kmsg.Response)) {
+	routes[key].resolve = func(b *Broker, req kmsg.Request) func(kmsg.Response) { return fn(b, req.(R)) }
 }
 
 // servable reports whether r may be served: a handler, and a rule unless

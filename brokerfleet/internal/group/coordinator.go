@@ -53,6 +53,11 @@ type Options struct {
 	// stored without one, and ForgetTopic cannot tell incarnations apart.
 	// It runs with a group's mu held, like PartitionExists.
 	TopicID func(topic string) (metastore.TopicID, bool)
+	// Committed, if set, is told the offsets of each commit once they are
+	// stored, transactional ones when their commit marker applies them
+	// (the __consumer_offsets copy). It runs with the group's mu held and
+	// must not block.
+	Committed func(group string, offs []metastore.Offset)
 	// OffsetsRetention is how long committed offsets are kept once they
 	// may expire (offsets.retention.minutes, with Kafka's semantics; see
 	// expiredOffsets): an empty group's offsets this long after it became

@@ -129,6 +129,9 @@ func (c *Coordinator) Commit(ctx context.Context, req *kmsg.OffsetCommitRequest)
 		c.log.Warn("commit offsets", "group", g.name, "err", err)
 		return setAll(codeCoordinatorNotAvailable)
 	}
+	if c.opts.Committed != nil {
+		c.opts.Committed(g.name, offs)
+	}
 	return resp
 }
 

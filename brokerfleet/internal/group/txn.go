@@ -246,9 +246,15 @@ func (g *group) completeTxn(ctx context.Context, pid int64, commit bool) error {
 		return err
 	}
 	if commit {
+		offs := make([]metastore.Offset, 0, len(mine))
 		for _, o := range mine {
-			g.offsets[tp{o.Topic, o.Partition}] = metastore.Offset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset,
+			off := metastore.Offset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset,
 				LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, Generation: g.fence, TopicID: o.TopicID, CommittedAt: o.CommittedAt}
+			g.offsets[tp{o.Topic, o.Partition}] = off
+			offs = append(offs, off)
+		}
+		if g.c.opts.Committed != nil && len(offs) > 0 {
+			g.c.opts.Committed(g.name, offs)
 		}
 	}
 	g.txnOffsets.drop(pid)

@@ -24,15 +24,6 @@ func (c *epochCache) note(e int32, base int64) {
 	}
 }
 
-// truncate drops what starts at or after offset.
-func (c *epochCache) truncate(offset int64) {
-	i := len(*c)
-	for i > 0 && (*c)[i-1].start >= offset {
-		i--
-	}
-	*c = (*c)[:i]
-}
-
 // endFor returns the largest epoch at most e and the offset where it ends
 // (the next epoch's start, or leo for the latest). With no such epoch it
 // returns -1 and the start of the earliest epoch (or leo if none).
@@ -91,10 +82,10 @@ func (p *Partition) TruncateTo(epoch int32, offset int64) error {
 	}
 	// Into a gap the cleaner left, the log ends below offset.
 	offset = p.log.NextOffset()
-	p.epochs.truncate(offset)
-	p.producers.truncate(offset)
-	// Markers cut off reopen their transactions: read them again.
-	if err := p.rebuildTxnsLocked(nil); err != nil {
+	// The producers' windows and markers cut off come back from what is
+	// left: the newest snapshot the cut kept (the log removed those past
+	// it) and the headers after it.
+	if err := p.restoreLocked(offset); err != nil {
 		return err
 	}
 	for {

@@ -57,10 +57,12 @@ type Partition struct {
 	now   func() time.Time
 	cfg   atomic.Pointer[topic.Config]
 
-	mu        sync.Mutex // orders appends; guards producers, epochs and closed
+	mu        sync.Mutex // orders appends; guards producers, epochs, snapBase and closed
 	producers producers
 	epochs    epochCache
 	closed    bool
+	snapBase  int64 // the active segment's base when the last snapshot was taken
+	snapErr   atomic.Pointer[error]
 
 	txnMu sync.Mutex // guards txns; written under mu too
 	txns  txnState
@@ -83,8 +85,9 @@ type Partition struct {
 	flushDone chan struct{}
 }
 
-// New wraps an open log. It rebuilds the idempotence window from the
-// headers of the batches in the log.
+// New wraps an open log. It rebuilds the idempotence window, the epoch
+// history and the transactions from the newest snapshot in the log and
+// the headers of the batches after it (of every batch without one).
 func New(o Options) (*Partition, error) {
 	if o.Now == nil {
 		o.Now = time.Now
@@ -105,16 +108,9 @@ func New(o Options) (*Partition, error) {
 	cfg := o.Config
 	p.cfg.Store(&cfg)
 	o.Log.SetSegmentConfig(cfg.SegmentBytes, time.Duration(segmentAge(cfg)))
-	err := p.rebuildTxnsLocked(func(h segment.Header) {
-		appendTime := int64(-1)
-		if h.LogAppendTime() {
-			appendTime = h.MaxTimestamp
-		}
-		p.producers.record(h, appendTime)
-		p.epochs.note(h.PartitionLeaderEpoch, h.BaseOffset)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("partition %s-%d: rebuild producer state: %w", o.Topic, o.Index, err)
+	p.snapBase = o.Log.ActiveBase()
+	if err := p.restoreLocked(math.MaxInt64); err != nil {
+		return nil, err
 	}
 	// Everything recovered from disk is committed: a single replica has
 	// nothing to wait for. Recovery keeps only what survived, which for
@@ -233,6 +229,7 @@ func (p *Partition) AppendTxn(batch []byte, h segment.Header, g *TxnGuard) (Appe
 		p.txns.data(h)
 		p.txnMu.Unlock()
 	}
+	p.snapshotOnRollLocked()
 	p.durableAfterAppendLocked(cfg.Durability)
 	p.notifyAppend() // followers long-polling for new data
 	return AppendResult{BaseOffset: base, LastOffset: h.LastOffset(), LogAppendTime: appendTime,

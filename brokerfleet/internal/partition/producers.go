@@ -123,19 +123,3 @@ func (ps producers) record(h segment.Header, appendTime int64) {
 		appendTime: appendTime,
 	})
 }
-
-// truncate forgets batches at or after offset (cut from the log).
-func (ps producers) truncate(offset int64) {
-	for id, st := range ps {
-		keep := st.batches[:0]
-		for _, b := range st.batches {
-			if b.baseOffset < offset {
-				keep = append(keep, b)
-			}
-		}
-		st.batches = keep
-		if len(keep) == 0 {
-			delete(ps, id)
-		}
-	}
-}

@@ -247,6 +247,7 @@ func (p *Partition) AppendReplica(epoch int32, batches []byte, leaderHWM int64) 
 		})
 		p.noteBatches(batches)
 		p.noteTxnBatches(batches)
+		p.snapshotOnRollLocked()
 	}
 	p.advanceHWM(min(leaderHWM, p.log.NextOffset()))
 	return nil

@@ -298,6 +298,7 @@ func (p *Partition) AppendMarker(m segment.Marker) (AppendResult, error) {
 	p.txnMu.Lock()
 	p.txns.marker(m, base, p.hwm.Load())
 	p.txnMu.Unlock()
+	p.snapshotOnRollLocked()
 	p.durableAfterAppendLocked(cfg.Durability)
 	p.notifyAppend()
 	return AppendResult{BaseOffset: base, LastOffset: base, LogAppendTime: -1, LogStart: p.logStart.Load()}, nil
@@ -321,19 +322,19 @@ func (p *Partition) noteTxnBatches(batches []byte) {
 	})
 }
 
-// rebuildTxnsLocked reads the transaction state from the whole log:
-// every batch header, and the body of each control batch; each, if not
-// nil, sees every header too (New rebuilds the producers' state in the
-// same pass). Holds p.mu (or runs before the partition is shared).
-func (p *Partition) rebuildTxnsLocked(each func(h segment.Header)) error {
-	st := newTxnState()
+// rebuildTxnsLocked reads the transaction state from st, the state of
+// the batches below from, and the log from there: every batch header, and
+// the body of each control batch; each, if not nil, sees every header too
+// (New rebuilds the producers' state in the same pass). Holds p.mu (or
+// runs before the partition is shared).
+func (p *Partition) rebuildTxnsLocked(from int64, st txnState, each func(h segment.Header)) error {
 	type ctl struct {
 		off   int64
 		pid   int64
 		first int64 // -1: it closed nothing
 	}
 	var ctls []ctl
-	err := p.log.ScanHeaders(p.log.StartOffset(), func(h segment.Header) bool {
+	err := p.log.ScanHeaders(from, func(h segment.Header) bool {
 		if each != nil {
 			each(h)
 		}

@@ -58,13 +58,19 @@ func TestReplaceWithCleanedSegments(t *testing.T) {
 
 	body, info := cleanedCopy(t, all, 60, 180)
 	key := tier.CompactedKey(e.id, 0, 60, 2, 180)
-	man, err := e.t.Replace(ctx, key, e.id, 0, 2, man, info, bytes.NewReader(body), nil)
+	man, err := e.t.Replace(ctx, key, e.id, 0, 2, man, info, bytes.NewReader(body), []tier.AbortedTxn{{ProducerID: 7, FirstOffset: 70, LastOffset: 80}})
 	require.NoError(t, err)
 	require.Len(t, man.Segments, 3)
 	require.Equal(t, []string{old[0].Object, key, old[3].Object},
 		[]string{man.Segments[0].Object, man.Segments[1].Object, man.Segments[2].Object}, "in offset order")
 	require.EqualValues(t, 180, tier.CleanedOf(man))
 	require.EqualValues(t, 2, man.LeaderEpoch)
+	// The aborted transactions of the range go along, for read_committed
+	// consumers of the tier.
+	require.Equal(t, tier.AbortedKey(key), man.Segments[1].Aborted)
+	ab, err := store.Get(ctx, tier.AbortedKey(key), 0, 24)
+	require.NoError(t, err)
+	require.Len(t, ab, 24)
 	stored, err := e.meta.Manifest(ctx, e.id, 0)
 	require.NoError(t, err)
 	require.Equal(t, man.Segments, stored.Segments)

@@ -176,13 +176,15 @@ func copySuite(dir string) (suite, version string, err error) {
 }
 
 // startDev runs `brokerfleet dev` on random ports and returns its
-// bootstrap addresses once it is ready.
+// bootstrap addresses once it is ready. It keeps the __consumer_offsets
+// copy of commits (-offsets-topic-partitions): TestConsumeRegex needs
+// Kafka's internal topic to exist.
 func startDev(ctx context.Context, bin, dir string) (string, func(), error) {
 	logf, err := os.Create(filepath.Join(dir, "dev.log"))
 	if err != nil {
 		return "", nil, err
 	}
-	cmd := exec.Command(bin, "dev", "-data", filepath.Join(dir, "data"), "-listen", "127.0.0.1:0", "-http", "", "-registry", "", "-log-level", "warn")
+	cmd := exec.Command(bin, "dev", "-data", filepath.Join(dir, "data"), "-listen", "127.0.0.1:0", "-http", "", "-registry", "", "-log-level", "warn", "-offsets-topic-partitions", "5")
 	cmd.Stderr = logf
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
