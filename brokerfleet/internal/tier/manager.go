@@ -472,7 +472,13 @@ func (tg *Manager) partitionRound(ctx context.Context, lp ledPartition) error {
 		if retention < 0 {
 			retention = -1
 		}
-		cur, _ := tg.snapshot(st)
+		// The stored manifest, not the view: shares only the WAL index
+		// holds are still in the local log and go with the segment upload
+		// that covers them; expiring them here would leave them pending,
+		// to be expired again at every round.
+		tg.mu.Lock()
+		cur := st.man
+		tg.mu.Unlock()
 		man, err := tg.t.Expire(ctx, lp.key.id, lp.key.partition, epoch, cur, retention, lp.cfg.retentionBytes)
 		if err != nil {
 			return err

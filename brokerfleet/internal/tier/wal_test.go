@@ -122,15 +122,17 @@ func (e *walEnv) produce(t *testing.T, name string, idx int32, n int) int64 {
 	return res.LastOffset + 1
 }
 
-// walBatch returns a RecordBatch v2 of n small records.
-func walBatch(n int) []byte {
+// walBatch returns a RecordBatch v2 of n small records, stamped now.
+func walBatch(n int) []byte { return walBatchAt(n, time.Now().UnixMilli()) }
+
+// walBatchAt returns a RecordBatch v2 of n small records stamped ts.
+func walBatchAt(n int, ts int64) []byte {
 	var records []byte
 	for i := 0; i < n; i++ {
 		r := kmsg.Record{OffsetDelta: int32(i), Value: []byte("value")}
 		records = r.AppendTo(records)
 	}
-	now := time.Now().UnixMilli() // within retention
-	rb := kmsg.RecordBatch{Magic: 2, LastOffsetDelta: int32(n - 1), FirstTimestamp: now, MaxTimestamp: now,
+	rb := kmsg.RecordBatch{Magic: 2, LastOffsetDelta: int32(n - 1), FirstTimestamp: ts, MaxTimestamp: ts,
 		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: int32(n), Records: records}
 	raw := rb.AppendTo(nil)
 	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
@@ -617,4 +619,28 @@ func TestWALFlushWithoutTheIndex(t *testing.T) {
 	want[0] = b.produce(t, "durable", 0, 1)
 	require.NoError(t, b.tg.flushWAL())
 	require.Equal(t, want, recoverable(t, b.meta, tp.ID, n))
+}
+
+// Shares only the WAL index holds are not expired by the tier round (the
+// local log still has them; the upload that covers them goes by
+// retention): expiring them from the view would write the manifest at
+// every round and keep them pending.
+func TestWALPendingSharesAreNotExpired(t *testing.T) {
+	ws := newWALStores(t)
+	a := ws.broker(t, 1, "a", nil)
+	tp := a.createObjectTopic(t, "durable", 1, 1)
+	a.lead(t)
+	p := a.part(t, "durable", 0)
+	b := walBatchAt(3, 1) // far past retention.ms
+	h, err := segment.ParseHeader(b)
+	require.NoError(t, err)
+	_, err = p.Append(b, h)
+	require.NoError(t, err)
+	require.NoError(t, a.tg.flushWAL())
+	before := a.puts.Load()
+	for i := 0; i < 3; i++ {
+		a.tg.round()
+	}
+	require.Equal(t, before, a.puts.Load(), "no manifest writes")
+	require.Equal(t, []int64{3}, recoverable(t, a.meta, tp.ID, 1))
 }
