@@ -75,21 +75,35 @@ func (tg *Manager) runWAL() {
 			}
 		}
 		last = tg.clock.Now()
-		if err := tg.flushWAL(); err != nil && tg.ctx.Err() == nil {
+		flushed, err := tg.flush()
+		if err != nil && tg.ctx.Err() == nil {
 			tg.log.Warn("object durability flush", "err", err)
 		}
-		select {
-		case <-tg.walKick:
-			gathered = true
-		default:
-			gathered = false
+		gathered = false
+		if flushed || err != nil {
+			// A kick that came meanwhile is gathered into the next flush;
+			// after a tick that found nothing to write it starts one at once.
+			select {
+			case <-tg.walKick:
+				gathered = true
+			default:
+			}
 		}
 	}
 }
 
+// flushWAL is one flush (flush without its report).
 func (tg *Manager) flushWAL() error {
+	_, err := tg.flush()
+	return err
+}
+
+// flush writes what the "object" partitions appended since the last flush
+// into one WAL object and the WAL index, then acknowledges it; flushed
+// reports whether there was anything to write.
+func (tg *Manager) flush() (flushed bool, err error) {
 	if !tg.cat.LeaseValid() {
-		return nil
+		return false, nil
 	}
 	type pending struct {
 		lp ledPartition
@@ -131,7 +145,7 @@ func (tg *Manager) flushWAL() error {
 	if len(parts) == 0 {
 		ctx, cancel := context.WithTimeout(tg.ctx, time.Minute)
 		defer cancel()
-		return tg.compactWALIndex(ctx)
+		return false, tg.compactWALIndex(ctx)
 	}
 	tg.walCompact.Store(false) // this flush's index write drops what is stale
 	tg.mu.Lock()
@@ -141,7 +155,7 @@ func (tg *Manager) flushWAL() error {
 	ctx, cancel := context.WithTimeout(tg.ctx, time.Minute)
 	defer cancel()
 	if tg.opts.NoWALIndex {
-		return tg.flushToManifests(ctx, key, parts, func(i int) (ledPartition, *tierState) { return owners[i].lp, owners[i].st })
+		return true, tg.flushToManifests(ctx, key, parts, func(i int) (ledPartition, *tierState) { return owners[i].lp, owners[i].st })
 	}
 	var body []byte
 	entries := make([]metastore.WALEntry, len(parts))
@@ -151,11 +165,11 @@ func (tg *Manager) flushWAL() error {
 		body = append(body, p.Batches...)
 	}
 	if err := objstore.PutIfAbsentIdempotent(ctx, tg.opts.Objects, key, body); err != nil {
-		return fmt.Errorf("tier: put %s: %w", key, err)
+		return true, fmt.Errorf("tier: put %s: %w", key, err)
 	}
 	// One conditional write references every share: the WAL index.
 	if err := tg.writeWALIndex(ctx, entries); err != nil {
-		return err
+		return true, err
 	}
 	tg.stats.flushes.Add(1)
 	// A lease lost meanwhile, or a partition whose leadership moved, acks
@@ -180,7 +194,7 @@ func (tg *Manager) flushWAL() error {
 	for _, i := range durable {
 		owners[i].lp.p.SetObjectDurable(parts[i].Next)
 	}
-	return nil
+	return true, nil
 }
 
 // flushToManifests is a flush as builds without the WAL index made it
