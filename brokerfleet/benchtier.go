@@ -40,6 +40,7 @@ type tierResult struct {
 	objP999, objMax time.Duration
 	objFlushes      int64 // flushes of the run without a latency model and the metastore writes they made
 	objMetaWrites   int64
+	objPaced        int64 // of which waited for the flush interval
 	// the same one-in-flight latency with the stand-ins behind latency
 	// models (the S3 model named, DynamoDB's preset on the metastore)
 	objModels           []objLatency
@@ -48,6 +49,7 @@ type tierResult struct {
 	objBurstSecs        float64
 	objBurstFlushes     int64
 	objBurstMetaWrites  int64
+	objBurstIndexBytes  int64
 	objectFlushInterval time.Duration
 }
 
@@ -56,6 +58,7 @@ type objLatency struct {
 	s3, meta                latency.Model
 	p50, p99, p999, maximum time.Duration
 	flushes, metaWrites     int64 // of the run: metastore writes per flush is their ratio
+	paced                   int64 // flushes that waited for the flush interval
 }
 
 // benchTier produces cfg.TotalBytes into two topics of one broker tiering
@@ -209,14 +212,14 @@ func benchTier(ctx context.Context, cfg bench.Config, segmentBytes int64, models
 		slices.Sort(lats)
 		after := b.WALStats()
 		return objLatency{p50: lats[len(lats)/2], p99: lats[len(lats)*99/100], p999: lats[len(lats)*999/1000], maximum: lats[len(lats)-1],
-			flushes: after.Flushes - before.Flushes, metaWrites: after.MetaWrites - before.MetaWrites}, nil
+			flushes: after.Flushes - before.Flushes, metaWrites: after.MetaWrites - before.MetaWrites, paced: after.Paced - before.Paced}, nil
 	}
 	l, err := oneInFlight()
 	if err != nil {
 		return res, err
 	}
 	res.objP50, res.objP99, res.objP999, res.objMax = l.p50, l.p99, l.p999, l.maximum
-	res.objFlushes, res.objMetaWrites = l.flushes, l.metaWrites
+	res.objFlushes, res.objMetaWrites, res.objPaced = l.flushes, l.metaWrites, l.paced
 	for _, m := range models {
 		s3Lat.SetModel(m)
 		metaLat.SetModel(latency.Presets["dynamodb"])
@@ -241,6 +244,7 @@ func benchTier(ctx context.Context, cfg bench.Config, segmentBytes int64, models
 	res.objBurstPuts = counting.Counts().Puts
 	after := b.WALStats()
 	res.objBurstFlushes, res.objBurstMetaWrites = after.Flushes-before.Flushes, after.MetaWrites-before.MetaWrites
+	res.objBurstIndexBytes = after.IndexBytes - before.IndexBytes
 	return res, nil
 }
 
@@ -297,14 +301,15 @@ func reportTier(w io.Writer, r tierResult) {
 	fmt.Fprintf(w, "\nstrata.durability=object (acks=all waits for the S3 PUT and the WAL index write; group commits, under load at most one per %v)\n", r.objectFlushInterval)
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	perFlush := func(writes, flushes int64) float64 { return float64(writes) / float64(max(flushes, 1)) }
-	fmt.Fprintf(w, "%-44s %10.1f ms / %.1f ms / %.1f ms / %.1f ms  (%d flushes, %.2f metastore writes per flush)\n", "produce latency p50 / p99 / p99.9 / max (1 in flight)",
-		ms(r.objP50), ms(r.objP99), ms(r.objP999), ms(r.objMax), r.objFlushes, perFlush(r.objMetaWrites, r.objFlushes))
+	fmt.Fprintf(w, "%-44s %10.1f ms / %.1f ms / %.1f ms / %.1f ms  (%d flushes, %d paced by the interval, %.2f metastore writes per flush)\n", "produce latency p50 / p99 / p99.9 / max (1 in flight)",
+		ms(r.objP50), ms(r.objP99), ms(r.objP999), ms(r.objMax), r.objFlushes, r.objPaced, perFlush(r.objMetaWrites, r.objFlushes))
 	for _, m := range r.objModels {
-		fmt.Fprintf(w, "%-44s %10.1f ms / %.1f ms / %.1f ms / %.1f ms  (S3 p50 %v, p99 %v; metastore p50 %v, p99 %v; %d flushes, %.2f metastore writes per flush)\n",
-			"  with "+m.s3.String()+" and dynamodb latency", ms(m.p50), ms(m.p99), ms(m.p999), ms(m.maximum), m.s3.P50, m.s3.P99, m.meta.P50, m.meta.P99, m.flushes, perFlush(m.metaWrites, m.flushes))
+		fmt.Fprintf(w, "%-44s %10.1f ms / %.1f ms / %.1f ms / %.1f ms  (S3 p50 %v, p99 %v; metastore p50 %v, p99 %v; %d flushes, %d paced, %.2f metastore writes per flush)\n",
+			"  with "+m.s3.String()+" and dynamodb latency", ms(m.p50), ms(m.p99), ms(m.p999), ms(m.maximum), m.s3.P50, m.s3.P99, m.meta.P50, m.meta.P99, m.flushes, m.paced, perFlush(m.metaWrites, m.flushes))
 	}
 	fmt.Fprintf(w, "%-44s %10.1f MB/s, %d PUTs in %.1f s (%.1f PUTs/s, at most 1 per flush interval per broker under load)\n",
 		"burst throughput", r.objBurstMBps, r.objBurstPuts, r.objBurstSecs, float64(r.objBurstPuts)/r.objBurstSecs)
-	fmt.Fprintf(w, "%-44s %10.2f  (%d flushes, %d metastore writes; one per flush whatever the partitions in it)\n",
-		"  metastore writes per flush", perFlush(r.objBurstMetaWrites, r.objBurstFlushes), r.objBurstFlushes, r.objBurstMetaWrites)
+	fmt.Fprintf(w, "%-44s %10.2f  (%d flushes, %d metastore writes; one per flush whatever the partitions in it; WAL index items of %.1f KB on average)\n",
+		"  metastore writes per flush", perFlush(r.objBurstMetaWrites, r.objBurstFlushes), r.objBurstFlushes, r.objBurstMetaWrites,
+		float64(r.objBurstIndexBytes)/1024/float64(max(r.objBurstFlushes, 1)))
 }

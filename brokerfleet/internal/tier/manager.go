@@ -106,15 +106,18 @@ type Manager struct {
 	ctx context.Context // the broker's; ends the loops and background work
 	wg  sync.WaitGroup
 
-	mu        sync.Mutex
-	loaded    chan struct{} // closed (and replaced) whenever a manifest is loaded into parts
-	parts     map[tierKey]*tierState
-	walRefs   map[string]int // WAL object -> manifests of led partitions referencing it
-	walSeq    int64
-	walKick   chan struct{}
-	lastSweep time.Time
-	walDrop   map[walEntryID]bool // foreign entries of this node's WAL index that no absorber would take (pruneWAL)
-	lastPrune time.Time
+	mu      sync.Mutex
+	loaded  chan struct{} // closed (and replaced) whenever a manifest is loaded into parts
+	parts   map[tierKey]*tierState
+	walRefs map[string]int // WAL object -> manifests of led partitions referencing it
+	walSeq  int64
+	walKick chan struct{}
+	// walArrivals counts KickWAL calls: a flush that sees it move while it
+	// writes gathered something (the next one is paced).
+	walArrivals atomic.Int64
+	lastSweep   time.Time
+	walDrop     map[walEntryID]bool // foreign entries of this node's WAL index that no absorber would take (pruneWAL)
+	lastPrune   time.Time
 
 	// walIdx is this node's WAL index as last read or written; only the
 	// WAL loop (flushWAL) uses it.

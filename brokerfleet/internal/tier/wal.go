@@ -33,8 +33,10 @@ func walEntries(man metastore.Manifest) int {
 // walMaxBytes bounds one partition's share of a WAL object.
 const walMaxBytes = 8 << 20
 
-// KickWAL asks for a flush of "object" durability partitions.
+// KickWAL asks for a flush of "object" durability partitions; call it
+// after appending.
 func (tg *Manager) KickWAL() {
+	tg.walArrivals.Add(1)
 	select {
 	case tg.walKick <- struct{}{}:
 	default:
@@ -70,27 +72,24 @@ func (tg *Manager) runWAL() {
 			case <-tg.walKick:
 			}
 		} else if wait := tg.opts.FlushInterval - clock.Since(tg.clock, last); wait > 0 {
+			tg.stats.paced.Add(1)
 			if !clock.Sleep(tg.ctx, tg.clock, wait) {
 				return
 			}
 		}
 		last = tg.clock.Now()
-		flushed, err := tg.flush()
+		var err error
+		gathered, err = tg.flush()
 		if err != nil && tg.ctx.Err() == nil {
 			tg.log.Warn("object durability flush", "err", err)
 		}
-		gathered = false
-		if flushed || err != nil {
-			// A kick that came meanwhile is gathered into the next flush;
-			// after a tick that found nothing to write it starts one at once.
-			select {
-			case <-tg.walKick:
-				gathered = true
-			default:
-			}
-		}
 	}
 }
+
+// arrivedSince reports whether a batch was appended (KickWAL) after the
+// arrivals count was start. A kick alone does not tell: a flush may
+// already hold the batch that sent it (a tick's flush, say).
+func (tg *Manager) arrivedSince(start int64) bool { return tg.walArrivals.Load() != start }
 
 // flushWAL is one flush (flush without its report).
 func (tg *Manager) flushWAL() error {
@@ -99,9 +98,15 @@ func (tg *Manager) flushWAL() error {
 }
 
 // flush writes what the "object" partitions appended since the last flush
-// into one WAL object and the WAL index, then acknowledges it; flushed
-// reports whether there was anything to write.
-func (tg *Manager) flush() (flushed bool, err error) {
+// into one WAL object and the WAL index, then acknowledges it. gathered
+// reports whether a batch arrived while it was writing, before it
+// acknowledged (the next flush is then paced by FlushInterval): a batch
+// sent after an acknowledgement, or after a flush that found nothing to
+// write, is a lone producer's, and its kick starts the next flush at once.
+func (tg *Manager) flush() (gathered bool, err error) {
+	// Before anything is read: a batch counted after this may be missing
+	// from the flush (then the next one is paced, at worst needlessly).
+	start := tg.walArrivals.Load()
 	if !tg.cat.LeaseValid() {
 		return false, nil
 	}
@@ -155,7 +160,7 @@ func (tg *Manager) flush() (flushed bool, err error) {
 	ctx, cancel := context.WithTimeout(tg.ctx, time.Minute)
 	defer cancel()
 	if tg.opts.NoWALIndex {
-		return true, tg.flushToManifests(ctx, key, parts, func(i int) (ledPartition, *tierState) { return owners[i].lp, owners[i].st })
+		return tg.flushToManifests(ctx, key, parts, func(i int) (ledPartition, *tierState) { return owners[i].lp, owners[i].st }, start)
 	}
 	var body []byte
 	entries := make([]metastore.WALEntry, len(parts))
@@ -165,12 +170,13 @@ func (tg *Manager) flush() (flushed bool, err error) {
 		body = append(body, p.Batches...)
 	}
 	if err := objstore.PutIfAbsentIdempotent(ctx, tg.opts.Objects, key, body); err != nil {
-		return true, fmt.Errorf("tier: put %s: %w", key, err)
+		return tg.arrivedSince(start), fmt.Errorf("tier: put %s: %w", key, err)
 	}
 	// One conditional write references every share: the WAL index.
 	if err := tg.writeWALIndex(ctx, entries); err != nil {
-		return true, err
+		return tg.arrivedSince(start), err
 	}
+	gathered = tg.arrivedSince(start)
 	tg.stats.flushes.Add(1)
 	// A lease lost meanwhile, or a partition whose leadership moved, acks
 	// nothing more here: its share stays in the index, where the next
@@ -194,16 +200,17 @@ func (tg *Manager) flush() (flushed bool, err error) {
 	for _, i := range durable {
 		owners[i].lp.p.SetObjectDurable(parts[i].Next)
 	}
-	return true, nil
+	return gathered, nil
 }
 
 // flushToManifests is a flush as builds without the WAL index made it
 // (ManagerOptions.NoWALIndex): the object, then one manifest write per
 // partition in it.
-func (tg *Manager) flushToManifests(ctx context.Context, key string, parts []WALPart, owner func(int) (ledPartition, *tierState)) error {
+func (tg *Manager) flushToManifests(ctx context.Context, key string, parts []WALPart, owner func(int) (ledPartition, *tierState), start int64) (gathered bool, err error) {
 	mans, errs, err := tg.t.PutWAL(ctx, key, parts)
+	gathered = tg.arrivedSince(start)
 	if err != nil {
-		return err
+		return gathered, err
 	}
 	tg.stats.flushes.Add(1)
 	tg.stats.metaWrites.Add(int64(len(parts)))
@@ -225,7 +232,7 @@ func (tg *Manager) flushToManifests(ctx context.Context, key string, parts []WAL
 		tg.setManifest(lp.key, st, mans[i], false)
 		lp.p.SetObjectDurable(parts[i].Next)
 	}
-	return errors.Join(failed...)
+	return gathered, errors.Join(failed...)
 }
 
 // sweepWAL deletes the WAL objects under prefix that no manifest of an

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -266,7 +267,9 @@ func TestWALFlushIsOneMetastoreWrite(t *testing.T) {
 	man, err := e.meta.Manifest(e.ctx, tp.ID, 0)
 	require.NoError(t, err)
 	require.Empty(t, WALObjects(man), "the flushes wrote no manifest")
-	require.Equal(t, WALStats{Flushes: 3, MetaWrites: 3}, e.tg.WALStats())
+	st := e.tg.WALStats()
+	require.Equal(t, WALStats{Flushes: 3, MetaWrites: 3}, WALStats{Flushes: st.Flushes, MetaWrites: st.MetaWrites})
+	require.Positive(t, st.IndexBytes)
 }
 
 // After a failover the new leader, with an empty disk, finds every
@@ -643,4 +646,38 @@ func TestWALPendingSharesAreNotExpired(t *testing.T) {
 	}
 	require.Equal(t, before, a.puts.Load(), "no manifest writes")
 	require.Equal(t, []int64{3}, recoverable(t, a.meta, tp.ID, 1))
+}
+
+// Whether a flush gathered something is told by appends counted while it
+// wrote, not by a pending kick: the batch that kicked may already be in
+// the flush (one a tick started), and pacing the next flush for it would
+// make a lone producer wait the interval.
+func TestWALGatheredCountsArrivalsNotKicks(t *testing.T) {
+	ws := newWALStores(t)
+	gs := &gatedStore{Store: ws.objects, entered: make(chan struct{})}
+	e := ws.broker(t, 1, "one", gs)
+	e.createObjectTopic(t, "durable", 1, 1)
+	e.lead(t)
+	e.produce(t, "durable", 0, 1)
+	e.tg.KickWAL() // not taken: as if a tick's flush started first
+	gathered, err := e.tg.flush()
+	require.NoError(t, err)
+	require.False(t, gathered, "the kicking batch was in this flush")
+
+	gs.mu.Lock()
+	gs.gate = make(chan struct{})
+	gate := gs.gate
+	gs.mu.Unlock()
+	e.produce(t, "durable", 0, 1)
+	done := make(chan bool)
+	go func() {
+		g, err := e.tg.flush()
+		assert.NoError(t, err)
+		done <- g
+	}()
+	<-gs.entered
+	e.produce(t, "durable", 0, 1)
+	e.tg.KickWAL() // arrives while the flush writes
+	close(gate)
+	require.True(t, <-done)
 }

@@ -50,14 +50,17 @@ type walIndexState struct {
 }
 
 type walStats struct {
-	flushes, metaWrites atomic.Int64
+	flushes, metaWrites, indexBytes, paced atomic.Int64
 }
 
 // WALStats counts object-durability flushes and the metastore writes they
 // made (WAL index writes and the manifest writes of absorptions forced by
-// the index's size), since the Manager started.
+// the index's size), since the Manager started, and the bytes of the WAL
+// index items written (DynamoDB bills a write per KB of the item). Paced
+// counts the flushes that waited for FlushInterval (they gathered what
+// arrived during the previous flush).
 type WALStats struct {
-	Flushes, MetaWrites int64
+	Flushes, MetaWrites, IndexBytes, Paced int64
 }
 
 // WALStats returns the flush counters.
@@ -65,7 +68,7 @@ func (tg *Manager) WALStats() WALStats {
 	if tg == nil {
 		return WALStats{}
 	}
-	return WALStats{Flushes: tg.stats.flushes.Load(), MetaWrites: tg.stats.metaWrites.Load()}
+	return WALStats{Flushes: tg.stats.flushes.Load(), MetaWrites: tg.stats.metaWrites.Load(), IndexBytes: tg.stats.indexBytes.Load(), Paced: tg.stats.paced.Load()}
 }
 
 // superseded reports whether no absorber would ever take e given man (a
@@ -188,6 +191,7 @@ func (tg *Manager) writeWALIndex(ctx context.Context, added []metastore.WALEntry
 		}
 		stored, err := tg.meta.PutWALIndex(ctx, next)
 		tg.stats.metaWrites.Add(1)
+		tg.stats.indexBytes.Add(int64(len(metastore.EncodeWALIndex(next))))
 		if err == nil {
 			tg.walIdx.idx = stored
 			return nil
