@@ -178,8 +178,11 @@ func (tg *Manager) writeWALIndex(ctx context.Context, added []metastore.WALEntry
 		next := tg.walIdx.idx
 		next.Owner = tg.opts.Incarnation
 		next.Entries = append(tg.liveEntries(next.Entries), added...)
-		for len(metastore.EncodeWALIndex(next)) > tg.walBudget {
-			ok, err := tg.absorbLargest(ctx, next.Entries)
+		for size := len(metastore.EncodeWALIndex(next)); size > tg.walBudget; size = len(metastore.EncodeWALIndex(next)) {
+			// Down to half the budget, so absorptions come in bursts
+			// every few flushes rather than at every one.
+			excess := len(next.Entries) - len(next.Entries)*(tg.walBudget/2)/size
+			ok, err := tg.absorbLargest(ctx, next.Entries, max(excess, 1))
 			if err != nil {
 				return err
 			}
@@ -232,40 +235,51 @@ func (tg *Manager) liveEntries(entries []metastore.WALEntry) []metastore.WALEntr
 	return out
 }
 
-// absorbLargest writes the manifest of the led partition with the most
-// entries in entries, with its pending shares, so they leave the index.
-func (tg *Manager) absorbLargest(ctx context.Context, entries []metastore.WALEntry) (bool, error) {
+// absorbLargest writes the manifests of the led partitions with the most
+// entries in entries, with their pending shares, until about want entries
+// leave the index; ok is false when no led partition has any.
+func (tg *Manager) absorbLargest(ctx context.Context, entries []metastore.WALEntry, want int) (ok bool, err error) {
 	count := map[tierKey]int{}
 	for _, e := range entries {
 		count[tierKey{e.Topic, e.Partition}]++
 	}
-	var best tierKey
-	var st *tierState
-	var man metastore.Manifest
-	n := 0
-	tg.mu.Lock()
-	for k, c := range count {
-		if s := tg.parts[k]; s != nil && !s.fenced && len(s.pending) > 0 && c > n {
-			best, st, man, n = k, s, s.view(), c
+	keys := make([]tierKey, 0, len(count))
+	for k := range count {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return count[keys[i]] > count[keys[j]] })
+	removed := 0
+	for _, k := range keys {
+		if removed >= want {
+			break
 		}
-	}
-	tg.mu.Unlock()
-	if st == nil {
-		return false, nil
-	}
-	man.LeaderEpoch = max(man.LeaderEpoch, st.epoch)
-	stored, err := tg.meta.PutManifest(ctx, best.id, best.partition, man)
-	tg.stats.metaWrites.Add(1)
-	if err != nil {
-		if errors.Is(err, metastore.ErrFenced) {
-			tg.mu.Lock()
-			st.fenced = true
-			tg.mu.Unlock()
+		tg.mu.Lock()
+		st := tg.parts[k]
+		absorbable := st != nil && !st.fenced && len(st.pending) > 0
+		var man metastore.Manifest
+		if absorbable {
+			man = st.view()
 		}
-		return false, fmt.Errorf("tier: absorb the WAL shares of %x/%d: %w", best.id, best.partition, err)
+		tg.mu.Unlock()
+		if !absorbable {
+			continue // not led here, fenced, or nothing pending
+		}
+		man.LeaderEpoch = max(man.LeaderEpoch, st.epoch)
+		stored, err := tg.meta.PutManifest(ctx, k.id, k.partition, man)
+		tg.stats.metaWrites.Add(1)
+		if err != nil {
+			if errors.Is(err, metastore.ErrFenced) {
+				tg.mu.Lock()
+				st.fenced = true
+				tg.mu.Unlock()
+			}
+			return ok, fmt.Errorf("tier: absorb the WAL shares of %x/%d: %w", k.id, k.partition, err)
+		}
+		tg.setManifest(k, st, stored, false)
+		removed += count[k]
+		ok = true
 	}
-	tg.setManifest(best, st, stored, false)
-	return true, nil
+	return ok, nil
 }
 
 // compactWALIndex rewrites this node's WAL index without the entries no
