@@ -103,7 +103,10 @@ func (f *httpFlags) registry(sec *security.Config, sf *securityFlags, log *slog.
 // registryHandler is b's schema registry as rs says to serve it: behind
 // basic authentication against the metastore's SCRAM users, and checked
 // against b's ACLs when they are on. Anonymous only when neither is.
-func registryHandler(b *broker.Broker, rs registrySecurity) http.Handler {
+// registryHandler serves b's schema registry and, beside it under the same
+// authentication and ACLs, the admin endpoints (adminhttp.go: partition
+// sizes, lag history) of the brokers adminOf.
+func registryHandler(b *broker.Broker, rs registrySecurity, adminOf []*broker.Broker) http.Handler {
 	var sec schemaregistry.Security
 	if rs.basic {
 		sec.Authenticator = schemaregistry.NewScramAuthenticator(b.Meta(), schemaregistry.ScramOptions{})
@@ -111,7 +114,10 @@ func registryHandler(b *broker.Broker, rs registrySecurity) http.Handler {
 	if acls := b.ACLs(); acls != nil {
 		sec.Authorizer = acls
 	}
-	return schemaregistry.Protect(b.Registry(), sec)
+	mux := http.NewServeMux()
+	mux.Handle("/strata/", adminHandler(adminOf))
+	mux.Handle("/", b.Registry())
+	return schemaregistry.Protect(mux, sec)
 }
 
 // basicCreds are the one user and password /metrics accepts.

@@ -124,7 +124,7 @@ func TestRegistryACLs(t *testing.T) {
 		c.Security.Authorizer = true
 		c.Security.SuperUsers = []string{"User:ANONYMOUS"} // the test's plaintext admin client
 	})
-	srv := httptest.NewServer(registryHandler(b.Broker, registrySecurity{basic: true}))
+	srv := httptest.NewServer(registryHandler(b.Broker, registrySecurity{basic: true}, []*broker.Broker{b.Broker}))
 	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -188,6 +188,35 @@ func TestRegistryACLs(t *testing.T) {
 	require.NoError(t, err)
 	_, err = alice.CreateSchema(ctx, "orders-value", sr.Schema{Schema: `"string"`})
 	wantCode(err, http.StatusForbidden, 40301)
+
+	// The lag history beside the registry: the same authentication, and
+	// DESCRIBE on the group.
+	get := func(path, user, pass string) int {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, "GET", srv.URL+path, nil)
+		require.NoError(t, err)
+		if user != "" {
+			req.SetBasicAuth(user, pass)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	lag := func(user, pass string) int { return get("/strata/v1/groups/billing/lag", user, pass) }
+	require.Equal(t, http.StatusUnauthorized, lag("", ""))
+	require.Equal(t, http.StatusUnauthorized, lag("alice", "wrong"))
+	require.Equal(t, http.StatusForbidden, lag("alice", "alice-pw"))
+	describe := kadm.NewACLs().Allow("User:alice").AllowHosts().Groups("billing").Operations(kadm.OpDescribe).ResourcePatternType(kadm.ACLPatternLiteral)
+	_, err = adm.CreateACLs(ctx, describe)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return lag("alice", "alice-pw") == http.StatusNotFound }, 10*time.Second, 50*time.Millisecond,
+		"DESCRIBE on the group: no history of a group nobody committed for")
+	// Partition sizes: DESCRIBE on the topic (bob's READ on ord*).
+	require.Equal(t, http.StatusUnauthorized, get("/strata/v1/topics/orders/sizes", "", ""))
+	require.Equal(t, http.StatusForbidden, get("/strata/v1/topics/payments/sizes", "bob", "bob-pw"))
+	require.Equal(t, http.StatusNotFound, get("/strata/v1/topics/orders/sizes", "bob", "bob-pw"), "no such topic")
+	require.Equal(t, http.StatusNotFound, get("/strata/v1/nothing", "bob", "bob-pw"))
 }
 
 // TestServeRegistryTLSAndMetricsAuth runs serve with -authorizer, the

@@ -393,11 +393,25 @@ func TestDevServesSchemaRegistry(t *testing.T) {
 	b, _ = io.ReadAll(resp2.Body)
 	require.JSONEq(t, `["greetings-value"]`, string(b))
 
-	// The DLQ console shares the address, under /console/.
+	// The console shares the address, under /console/: its pages and the
+	// DLQ API.
 	resp3, err := http.Get("http://" + addr + "/console/api/topics")
 	require.NoError(t, err)
 	defer resp3.Body.Close()
 	b, _ = io.ReadAll(resp3.Body)
 	require.Equal(t, 200, resp3.StatusCode, string(b))
 	require.True(t, json.Valid(b), string(b))
+	for path, want := range map[string]string{"/console/": "Cluster strata-dev", "/console/schemas": "greetings-value"} {
+		resp, err := http.Get("http://" + addr + path)
+		require.NoError(t, err)
+		b, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, 200, resp.StatusCode, "%s: %s", path, b)
+		require.Contains(t, string(b), want, path)
+	}
+	// And the admin endpoints beside the registry, for every broker of dev.
+	resp4, err := http.Get("http://" + addr + "/strata/v1/groups/nobody/lag")
+	require.NoError(t, err)
+	resp4.Body.Close()
+	require.Equal(t, 404, resp4.StatusCode)
 }

@@ -305,7 +305,11 @@ func serveBrokers(ctx context.Context, stdout io.Writer, logger *slog.Logger, sp
 			if err != nil {
 				return fmt.Errorf("listen on %s (flag -registry): %w", s.registry, err)
 			}
-			reg := registryHandler(b, s.registrySec)
+			adminOf := []*broker.Broker{b}
+			if s.console {
+				adminOf = brokers // dev: one listener for the whole process
+			}
+			reg := registryHandler(b, s.registrySec, adminOf)
 			h := reg
 			if s.console {
 				// The DLQ console beside the registry, as dev promises it:

@@ -111,7 +111,7 @@ func TestAPI(t *testing.T) {
 	require.Equal(t, "text", l.Value.Encoding)
 	require.Equal(t, "<script>alert(1)</script>", l.Value.Data)
 
-	resp, err := http.Get(srv.URL + fmt.Sprintf("/console/topics/orders.dlq/letters/1/%d", s.script.Offset))
+	resp, err := http.Get(srv.URL + fmt.Sprintf("/console/dlq/topics/orders.dlq/letters/1/%d", s.script.Offset))
 	require.NoError(t, err)
 	html, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -120,7 +120,7 @@ func TestAPI(t *testing.T) {
 	require.Contains(t, string(html), "&lt;script&gt;alert(1)&lt;/script&gt;")
 	require.NotContains(t, string(html), "<img src=x")
 	require.Contains(t, resp.Header.Get("Content-Security-Policy"), "default-src 'self'")
-	resp, err = http.Get(srv.URL + "/console/topics/orders.dlq")
+	resp, err = http.Get(srv.URL + "/console/dlq/topics/orders.dlq")
 	require.NoError(t, err)
 	html, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -252,7 +252,7 @@ func TestAPIBadRequests(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
 	// A form post without the token is refused.
-	resp, err = http.PostForm(srv.URL+"/console/topics/orders.dlq/action", map[string][]string{"op": {"purge-all"}})
+	resp, err = http.PostForm(srv.URL+"/console/dlq/topics/orders.dlq/action", map[string][]string{"op": {"purge-all"}})
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
@@ -263,13 +263,13 @@ func TestAPIBadRequests(t *testing.T) {
 
 	// Every page renders; a form purges with the page's token.
 	for _, ref := range []LetterRef{s.avro, s.binary, s.script, s.replayed} {
-		html := getPage(t, fmt.Sprintf("%s/console/topics/orders.dlq/letters/%d/%d", srv.URL, ref.Partition, ref.Offset), 200)
+		html := getPage(t, fmt.Sprintf("%s/console/dlq/topics/orders.dlq/letters/%d/%d", srv.URL, ref.Partition, ref.Offset), 200)
 		require.Contains(t, html, "Failure history")
 		require.Contains(t, html, "orders-handler")
 	}
-	require.Contains(t, getPage(t, fmt.Sprintf("%s/console/topics/orders.dlq/letters/1/%d", srv.URL, s.replayed.Offset), 200), "(last 2026-11-30 11:00:00.000Z)")
-	require.Contains(t, getPage(t, srv.URL+"/console/", 200), `href="/console/topics/orders.dlq"`)
-	resp, err = http.Get(srv.URL + "/console/topics/orders.dlq")
+	require.Contains(t, getPage(t, fmt.Sprintf("%s/console/dlq/topics/orders.dlq/letters/1/%d", srv.URL, s.replayed.Offset), 200), "(last 2026-11-30 11:00:00.000Z)")
+	require.Contains(t, getPage(t, srv.URL+"/console/dlq/", 200), `href="/console/dlq/topics/orders.dlq"`)
+	resp, err = http.Get(srv.URL + "/console/dlq/topics/orders.dlq")
 	require.NoError(t, err)
 	html, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -281,7 +281,7 @@ func TestAPIBadRequests(t *testing.T) {
 	}
 	require.Contains(t, string(html), `value="`+tok+`"`)
 	post := func(form url.Values) *http.Response {
-		req, _ := http.NewRequest("POST", srv.URL+"/console/topics/orders.dlq/action", strings.NewReader(form.Encode()))
+		req, _ := http.NewRequest("POST", srv.URL+"/console/dlq/topics/orders.dlq/action", strings.NewReader(form.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		req.AddCookie(&http.Cookie{Name: csrfCookie, Value: tok})
 		resp, err := http.DefaultTransport.RoundTrip(req)
@@ -299,10 +299,10 @@ func TestAPIBadRequests(t *testing.T) {
 	require.Equal(t, 409, post(url.Values{"csrf": {tok}, "op": {"replay"}, "letter": {fmt.Sprintf("1:%d", s.replayed.Offset)}}).StatusCode)
 	require.Equal(t, 403, post(url.Values{"csrf": {"0123456789abcdef0123456789abcdef"}, "op": {"purge-all"}}).StatusCode)
 	require.Equal(t, http.StatusSeeOther, post(url.Values{"csrf": {tok}, "op": {"purge-all"}}).StatusCode)
-	require.Contains(t, getPage(t, srv.URL+"/console/topics/orders.dlq", 200), "No dead letters left")
+	require.Contains(t, getPage(t, srv.URL+"/console/dlq/topics/orders.dlq", 200), "No dead letters left")
 
 	// HTML pages answer unknown topics with 404 too.
-	for _, p := range []string{"/console/topics/nope.dlq", "/console/topics/orders", "/console/topics/orders.dlq/letters/0/999", "/console/topics/orders.dlq/letters/x/1", "/elsewhere"} {
+	for _, p := range []string{"/console/dlq/topics/nope.dlq", "/console/dlq/topics/orders", "/console/dlq/topics/orders.dlq/letters/0/999", "/console/dlq/topics/orders.dlq/letters/x/1", "/elsewhere"} {
 		resp, err := http.Get(srv.URL + p)
 		require.NoError(t, err)
 		resp.Body.Close()

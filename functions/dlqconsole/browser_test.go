@@ -57,12 +57,12 @@ func TestBrowserReplay(t *testing.T) {
 		}
 		return v
 	}
-	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/console/")); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/console/dlq/")); err != nil {
 		t.Fatalf("chromedp: %v", err)
 	}
 	index := text("main")
 	if err := chromedp.Do(ctx,
-		chromedp.Click(chromedp.CSS(`a[href="/console/topics/orders.dlq"]`)),
+		chromedp.Click(chromedp.CSS(`a[href="/console/dlq/topics/orders.dlq"]`)),
 		chromedp.WaitVisible(chromedp.CSS(row)),
 	); err != nil {
 		t.Fatalf("chromedp: open the topic: %v", err)

@@ -2,11 +2,13 @@ package dlqconsole
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -41,6 +43,12 @@ type Options struct {
 	// BasePath is the path the console is mounted under, such as
 	// "/console"; "" serves it at the root.
 	BasePath string
+	// AdminUser and AdminPassword are the basic authentication the
+	// console sends to the brokers' admin endpoints beside the registry
+	// (partition sizes, the lag history), when the registry asks for it: the registry's
+	// own user. AdminTLS is their TLS configuration (the registry's CA).
+	AdminUser, AdminPassword string
+	AdminTLS                 *tls.Config
 }
 
 func (o *Options) validate() error {
@@ -69,8 +77,10 @@ type Console struct {
 	producer *kgo.Client // also the admin client's
 	adm      *kadm.Client
 	registry *sr.Client // nil without a registry
-	mux      *http.ServeMux
-	timeout  time.Duration // bounds each Kafka step of a request
+	// adminHTTP asks the brokers' admin endpoints (sizes, lag history).
+	adminHTTP *http.Client
+	mux       *http.ServeMux
+	timeout   time.Duration // bounds each Kafka step of a request
 
 	commitMu sync.Mutex // serializes this process's commits
 
@@ -112,6 +122,11 @@ func newConsole(opts Options) (*Console, error) {
 		}
 		c.registry = rc
 	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if opts.AdminTLS != nil {
+		tr.TLSClientConfig = opts.AdminTLS.Clone()
+	}
+	c.adminHTTP = &http.Client{Timeout: 10 * time.Second, Transport: tr}
 	c.routes()
 	return c, nil
 }
@@ -125,10 +140,14 @@ func Close(h http.Handler) {
 
 func (c *Console) routes() {
 	m := http.NewServeMux()
-	m.HandleFunc("GET /{$}", c.pageIndex)
-	m.HandleFunc("GET /topics/{topic}", c.pageTopic)
-	m.HandleFunc("GET /topics/{topic}/letters/{partition}/{offset}", c.pageLetter)
-	m.HandleFunc("POST /topics/{topic}/action", c.pageAction)
+	c.viewRoutes(m)
+	m.HandleFunc("GET /dlq/{$}", c.pageIndex)
+	m.HandleFunc("GET /dlq", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, c.opts.BasePath+"/dlq/", http.StatusMovedPermanently)
+	})
+	m.HandleFunc("GET /dlq/topics/{topic}", c.pageTopic)
+	m.HandleFunc("GET /dlq/topics/{topic}/letters/{partition}/{offset}", c.pageLetter)
+	m.HandleFunc("POST /dlq/topics/{topic}/action", c.pageAction)
 	m.HandleFunc("GET /style.css", c.serveStyle)
 	m.HandleFunc("/api/topics", methods("GET", c.apiTopics))
 	m.HandleFunc("/api/topics/{topic}/letters", methods("GET", c.apiLetters))
@@ -157,7 +176,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, errorf(http.StatusInternalServerError, "internal error: %v", v))
 		}
 	}()
-	path := r.URL.Path
+	path := r.URL.EscapedPath() // so a %2F in a group's name stays in its segment
 	if b := c.opts.BasePath; b != "" {
 		if path == b {
 			http.Redirect(w, r, b+"/", http.StatusMovedPermanently)
@@ -171,7 +190,13 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r2 := new(http.Request)
 		*r2 = *r
 		u := *r.URL
-		u.Path, u.RawPath = "/"+rest, ""
+		u.RawPath = "/" + rest
+		p, err := url.PathUnescape(u.RawPath)
+		if err != nil {
+			writeError(w, errorf(400, "malformed path %q", path))
+			return
+		}
+		u.Path = p
 		r2.URL = &u
 		r = r2
 	}
@@ -211,6 +236,11 @@ func kafkaError(what string, err error) error {
 	}
 	var ke *kerr.Error
 	if errors.As(err, &ke) {
+		switch ke {
+		case kerr.TopicAuthorizationFailed, kerr.GroupAuthorizationFailed, kerr.ClusterAuthorizationFailed:
+			// The console's own user may not: say so, not "bad gateway".
+			return errorf(http.StatusForbidden, "kafka: %s: the console's user is not authorized: %v", what, err)
+		}
 		return errorf(http.StatusBadGateway, "kafka: %s: %v", what, err)
 	}
 	return errorf(http.StatusServiceUnavailable, "kafka: %s: %v", what, err)

@@ -61,7 +61,7 @@ func TestFunctionURL(t *testing.T) {
 	defer Close(con)
 	h := lambda.NewHandler(FunctionURLHandler(con))
 
-	res := invoke(t, h, urlRequest("GET", "/", "", "", false, nil))
+	res := invoke(t, h, urlRequest("GET", "/dlq/", "", "", false, nil))
 	require.Equal(t, 200, res.StatusCode, body(t, res))
 	require.Contains(t, res.Headers["Content-Type"], "text/html")
 	require.Contains(t, body(t, res), "orders.dlq")
@@ -81,7 +81,7 @@ func TestFunctionURL(t *testing.T) {
 	require.EqualValues(t, 2, recs[0].Partition)
 
 	// A replay from the HTML form: cookie and form token from the page.
-	res = invoke(t, h, urlRequest("GET", "/topics/orders.dlq", "", "", false, nil))
+	res = invoke(t, h, urlRequest("GET", "/dlq/topics/orders.dlq", "", "", false, nil))
 	require.Equal(t, 200, res.StatusCode)
 	page := body(t, res)
 	require.NotContains(t, page, fmt.Sprintf(`value="%d:%d"`, s.binary.Partition, s.binary.Offset), "replayed letters are gone")
@@ -90,11 +90,19 @@ func TestFunctionURL(t *testing.T) {
 	tok := page[i+len(`name="csrf" value="`):]
 	tok = tok[:strings.IndexByte(tok, '"')]
 	form := fmt.Sprintf("csrf=%s&op=replay&letter=%d%%3A%d", tok, s.script.Partition, s.script.Offset)
-	req := urlRequest("POST", "/topics/orders.dlq/action", "", form, false, map[string]string{"content-type": "application/x-www-form-urlencoded"})
+	req := urlRequest("POST", "/dlq/topics/orders.dlq/action", "", form, false, map[string]string{"content-type": "application/x-www-form-urlencoded"})
 	req.Cookies = []string{csrfCookie + "=" + tok}
 	res = invoke(t, h, req)
 	require.Equal(t, 303, res.StatusCode, body(t, res))
-	require.Contains(t, res.Headers["Location"], "/topics/orders.dlq?msg=")
+	require.Contains(t, res.Headers["Location"], "/dlq/topics/orders.dlq?msg=")
+
+	// The console's pages come through the adapter too.
+	res = invoke(t, h, urlRequest("GET", "/", "", "", false, nil))
+	require.Equal(t, 200, res.StatusCode, body(t, res))
+	require.Contains(t, body(t, res), "Cluster strata-dev")
+	res = invoke(t, h, urlRequest("GET", "/topics/orders/messages", "offset=x", "", false, nil))
+	require.Equal(t, 400, res.StatusCode, body(t, res))
+	require.Contains(t, body(t, res), "invalid offset")
 
 	// Errors stay JSON through the adapter.
 	res = invoke(t, h, urlRequest("GET", "/api/topics/nope.dlq/letters", "limit=5", "", false, nil))

@@ -18,6 +18,9 @@ import (
 var assets embed.FS
 
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
+	"ids":        ids,
+	"pathEscape": url.PathEscape,
+	"sub":        func(a, b int64) int64 { return a - b },
 	"short": func(s string, n int) string {
 		if len(s) <= n {
 			return s
@@ -37,10 +40,14 @@ type pageData struct {
 	Message string
 	Error   string
 
-	Topics []TopicSummary // index
-	Topic  string         // topic and letter pages
-	Page   LetterPage     // topic page
-	Letter Letter         // letter page
+	Nav string // the section the page belongs to: brokers, topics, groups, schemas or dlq
+
+	Topics   []TopicSummary // dead letters: index
+	DLQTopic string         // dead letters: topic and letter pages
+	Page     LetterPage     // dead letters: topic page
+	Letter   Letter         // dead letters: letter page
+
+	Data any // the other pages' own data (brokers.html: BrokersPage, ...)
 }
 
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, d pageData) {
@@ -59,7 +66,11 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 }
 
 func (c *Console) renderError(w http.ResponseWriter, r *http.Request, topic string, err error) {
-	c.render(w, r, statusOf(err), "error.html", pageData{Title: "Error", Topic: topic, Error: err.Error()})
+	nav := ""
+	if topic != "" {
+		nav = "dlq"
+	}
+	c.render(w, r, statusOf(err), "error.html", pageData{Title: "Error", Nav: nav, DLQTopic: topic, Error: err.Error()})
 }
 
 // csrfToken returns the request's token cookie, setting a new one when it
@@ -99,7 +110,7 @@ func (c *Console) pageIndex(w http.ResponseWriter, r *http.Request) {
 		c.renderError(w, r, "", err)
 		return
 	}
-	c.render(w, r, 200, "index.html", pageData{Title: "Dead letters", Topics: s})
+	c.render(w, r, 200, "dlq.html", pageData{Title: "Dead letters", Nav: "dlq", Topics: s})
 }
 
 func (c *Console) pageTopic(w http.ResponseWriter, r *http.Request) {
@@ -116,7 +127,7 @@ func (c *Console) pageTopic(w http.ResponseWriter, r *http.Request) {
 		c.renderError(w, r, topic, err)
 		return
 	}
-	c.render(w, r, 200, "topic.html", pageData{Title: topic, Topic: topic, Page: page, Message: r.URL.Query().Get("msg")})
+	c.render(w, r, 200, "dlqtopic.html", pageData{Title: topic, Nav: "dlq", DLQTopic: topic, Page: page, Message: r.URL.Query().Get("msg")})
 }
 
 func (c *Console) pageLetter(w http.ResponseWriter, r *http.Request) {
@@ -128,7 +139,7 @@ func (c *Console) pageLetter(w http.ResponseWriter, r *http.Request) {
 		c.renderError(w, r, topic, err)
 		return
 	}
-	c.render(w, r, 200, "letter.html", pageData{Title: fmt.Sprintf("%s %d@%d", topic, l.Partition, l.Offset), Topic: topic, Letter: l})
+	c.render(w, r, 200, "dlqletter.html", pageData{Title: fmt.Sprintf("%s %d@%d", topic, l.Partition, l.Offset), Nav: "dlq", DLQTopic: topic, Letter: l})
 }
 
 // pageAction runs a form's replay or purge and goes back to the topic page.
@@ -188,7 +199,7 @@ func (c *Console) pageAction(w http.ResponseWriter, r *http.Request) {
 		c.renderError(w, r, topic, errorf(400, "unknown action %q: want replay, purge or purge-all", op))
 		return
 	}
-	http.Redirect(w, r, c.opts.BasePath+"/topics/"+url.PathEscape(topic)+"?msg="+url.QueryEscape(msg), http.StatusSeeOther)
+	http.Redirect(w, r, c.opts.BasePath+"/dlq/topics/"+url.PathEscape(topic)+"?msg="+url.QueryEscape(msg), http.StatusSeeOther)
 }
 
 func (c *Console) serveStyle(w http.ResponseWriter, r *http.Request) {

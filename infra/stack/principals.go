@@ -126,10 +126,18 @@ func RetryWorkerPrincipal(cfg Config) Principal {
 }
 
 // DLQConsolePrincipal reads <topic>.dlq (its group's commits record what it
-// handled) and replays to <topic>.
+// handled) and replays to <topic>; for the console's other pages it may
+// describe the cluster, every topic (and its configs and sizes) and every
+// group (members, offsets, lag history), but read no other topic's
+// records: grant READ on a topic to browse its messages.
 func DLQConsolePrincipal(cfg Config) Principal {
 	topics := cfg.RetryTopicList()
-	acls := []ACL{{Resource: "group", Name: DLQConsoleGroup, Ops: []string{"read"}}}
+	acls := []ACL{
+		{Resource: "group", Name: DLQConsoleGroup, Ops: []string{"read"}},
+		{Resource: "cluster", Name: ClusterResource, Ops: []string{"describe"}},
+		{Resource: "topic", Name: "*", Ops: []string{"describe", "describe_configs"}},
+		{Resource: "group", Name: "*", Ops: []string{"describe"}},
+	}
 	acls = append(acls, topicACLs(suffixed(topics, ".dlq"), "read")...)
 	acls = append(acls, topicACLs(topics, "write")...)
 	return Principal{Key: "DLQCONSOLE", Name: DLQConsoleUser, ACLs: acls}

@@ -495,7 +495,9 @@ func TestACLs(t *testing.T) {
 			"User:strata-trigger topic orders.dlq write,create;User:strata-trigger topic payments.dlq write,create",
 		RetryWorkerPrincipal(cfg).ACLSpec(): "User:strata-retryworker group strata-retryworker read;User:strata-retryworker topic orders.retry read;" +
 			"User:strata-retryworker topic orders write;User:strata-retryworker topic orders.dlq write",
-		DLQConsolePrincipal(cfg).ACLSpec(): "User:strata-dlqconsole group strata-dlq-console read;User:strata-dlqconsole topic orders.dlq read;User:strata-dlqconsole topic orders write",
+		DLQConsolePrincipal(cfg).ACLSpec(): "User:strata-dlqconsole group strata-dlq-console read;User:strata-dlqconsole cluster kafka-cluster describe;" +
+			"User:strata-dlqconsole topic * describe,describe_configs;User:strata-dlqconsole group * describe;" +
+			"User:strata-dlqconsole topic orders.dlq read;User:strata-dlqconsole topic orders write",
 	} {
 		if p != want {
 			t.Errorf("got  %s\nwant %s", p, want)

@@ -143,6 +143,15 @@ func callerOf(ctx context.Context) *caller {
 	return c
 }
 
+// Allowed reports whether the caller of a request that came through
+// Protect may do op on the resource rt/name: always without an
+// Authorizer. Handlers served beside the registry, under the same
+// Protect, use it for their own rules.
+func Allowed(ctx context.Context, op kmsg.ACLOperation, rt kmsg.ACLResourceType, name string) bool {
+	c := callerOf(ctx)
+	return c == nil || c.authz.Allowed(c.principal, c.host, op, rt, name)
+}
+
 // subjectResource names the resource that guards subject: topic T for
 // T-value and T-key, else the cluster.
 func subjectResource(subject string) (kmsg.ACLResourceType, string) {

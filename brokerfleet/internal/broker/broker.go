@@ -572,6 +572,10 @@ func (b *Broker) ACLs() *security.ACLs { return b.authz }
 // of this broker and no other's.
 func (b *Broker) Gatherer() prometheus.Gatherer { return b.metrics.Gatherer() }
 
+// GroupLag returns the lag history this broker keeps of group, a group it
+// coordinates (metrics.Broker.GroupLag).
+func (b *Broker) GroupLag(group string) ([]metrics.LagSeries, bool) { return b.metrics.GroupLag(group) }
+
 // NewEMF returns a CloudWatch EMF renderer over the broker's registry.
 func (b *Broker) NewEMF() *metrics.EMF {
 	return metrics.NewEMF(b.Gatherer(), b.cfg.ClusterID, b.cfg.NodeID)

@@ -400,12 +400,19 @@ func TestFollowerFetchSessionBytes(t *testing.T) {
 	dialers[1].cut()
 	waitFor(t, "a new connection with a few idle fetches", func() bool {
 		c := dialers[1].last()
-		return c != nil && len(c.exchanges()) >= 5
+		return c != nil && len(c.exchanges()) >= 7
 	})
 	ex := dialers[1].last().exchanges()
 	full := ex[0]
+	for i, e := range ex[1:3] {
+		t.Logf("incremental fetch %d after reconnecting: %d B request / %d B response", i+1, e.sent, e.got)
+	}
+	// The first incremental answers may repeat partitions whose answer
+	// to the full fetch was an error (the follower's new connection can
+	// race its partitions' reconciliation on a loaded machine): the
+	// steady state is what must not grow with the partitions.
 	var idle exchange
-	for _, e := range ex[1:4] {
+	for _, e := range ex[3:6] {
 		idle.sent, idle.got = max(idle.sent, e.sent), max(idle.got, e.got)
 	}
 	t.Logf("follower idle fetch of %d partitions from one leader: full %d B request / %d B response; incremental at most %d B / %d B",

@@ -85,6 +85,7 @@ type Broker struct {
 	// groupsMu guards groups, the last SetGroups.
 	groupsMu sync.Mutex
 	groups   []GroupStat
+	lag      map[lagKey]*lagRing // the lag history (laghistory.go)
 }
 
 type partitionKey struct {
@@ -301,13 +302,14 @@ type GroupOffset struct {
 }
 
 // SetGroups replaces the groups the group gauges report (those this broker
-// coordinates).
+// coordinates) and adds a sample of each to the lag history (GroupLag).
 func (m *Broker) SetGroups(groups []GroupStat) {
 	if m == nil {
 		return
 	}
 	m.groupsMu.Lock()
 	m.groups = groups
+	m.recordLag(groups, time.Now())
 	m.groupsMu.Unlock()
 }
 

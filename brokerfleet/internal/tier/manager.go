@@ -715,3 +715,17 @@ func (tg *Manager) Backlog() (lag time.Duration, segs int, bytes int64) {
 	}
 	return lag, segs, bytes
 }
+
+// Stored returns the bytes and segments the manifest of a partition this
+// broker leads references in the object store; false when no manifest is
+// loaded here (it does not lead the partition, or has not loaded it yet).
+func (tg *Manager) Stored(id metastore.TopicID, idx int32) (bytes int64, segments int, ok bool) {
+	man, ok := tg.manifest(id, idx)
+	if !ok {
+		return 0, 0, false
+	}
+	for _, s := range man.Segments {
+		bytes += s.Size
+	}
+	return bytes, len(man.Segments), true
+}

@@ -1,4 +1,4 @@
-// Command cmd is the DLQ console's Lambda function, served behind a Lambda
+// Command cmd is the console's Lambda function, served behind a Lambda
 // Function URL. It only wires dependencies: configuration comes from
 // STRATA_BOOTSTRAP, STRATA_REGISTRY_URL and STRATA_DLQ_GROUP (see package
 // dlqconsole), and TLS and SASL from package kafkaauth's variables.
@@ -29,6 +29,9 @@ func main() {
 		var r kafkaauth.Resolved
 		if r, err = kafkaauth.ResolveFromAWS(context.Background(), auth); err == nil {
 			opts.KgoOpts, opts.RegistryOpts = r.KgoOpts(), r.RegistryOpts()
+			// The lag history beside each broker's registry: the same
+			// user and CA.
+			opts.AdminUser, opts.AdminPassword, opts.AdminTLS = r.User, r.Password, r.TLS
 		}
 	}
 	if err != nil {

@@ -55,6 +55,13 @@ type Cluster struct {
 // when registry is set.
 func StartCluster(t testing.TB, registry bool) Cluster {
 	t.Helper()
+	return StartClusterArgs(t, registry)
+}
+
+// StartClusterArgs is StartCluster with more `brokerfleet dev` flags
+// (such as -group-stats-interval).
+func StartClusterArgs(t testing.TB, registry bool, args ...string) Cluster {
+	t.Helper()
 	if binPath == "" {
 		t.Fatal("testbroker: call testbroker.Main from TestMain")
 	}
@@ -67,8 +74,8 @@ func StartCluster(t testing.TB, registry bool) Cluster {
 		regAddr = l.Addr().String()
 		l.Close()
 	}
-	cmd := exec.Command(binPath, "dev", "-brokers", "1", "-listen", "127.0.0.1:0", "-http", "", "-registry", regAddr,
-		"-tier=false", "-data", t.TempDir())
+	cmd := exec.Command(binPath, append([]string{"dev", "-brokers", "1", "-listen", "127.0.0.1:0", "-http", "", "-registry", regAddr,
+		"-tier=false", "-data", t.TempDir()}, args...)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

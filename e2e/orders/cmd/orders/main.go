@@ -100,7 +100,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	from := fs.Int("from", 0, "produce: first order number")
 	rate := fs.Float64("rate", 0, "produce, demo: orders per second (0: as fast as acks allow)")
 	runID := fs.String("run", "", "produce, demo: order id prefix (produce: required; demo: default from the time)")
-	console := fs.String("console", "http://127.0.0.1:8081/console/", "demo: the DLQ console's URL, printed for you")
+	console := fs.String("console", "http://127.0.0.1:8081/console/dlq/", "demo: the DLQ console's URL, printed for you")
 	timeout := fs.Duration("timeout", 5*time.Minute, "demo: give up after this long")
 	partitions := fs.Int("partitions", 6, "demo: partitions of the topics it creates")
 	switch cmd {
