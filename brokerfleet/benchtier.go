@@ -200,7 +200,7 @@ func benchTier(ctx context.Context, cfg bench.Config, segmentBytes int64, models
 	}
 	defer prod.Close()
 	oneInFlight := func() (objLatency, error) {
-		before := b.WALStats()
+		before := broker.WALStats(b)
 		lats := make([]time.Duration, 0, 1000)
 		for i := 0; i < cap(lats); i++ {
 			t0 := time.Now()
@@ -210,7 +210,7 @@ func benchTier(ctx context.Context, cfg bench.Config, segmentBytes int64, models
 			lats = append(lats, time.Since(t0))
 		}
 		slices.Sort(lats)
-		after := b.WALStats()
+		after := broker.WALStats(b)
 		return objLatency{p50: lats[len(lats)/2], p99: lats[len(lats)*99/100], p999: lats[len(lats)*999/1000], maximum: lats[len(lats)-1],
 			flushes: after.Flushes - before.Flushes, metaWrites: after.MetaWrites - before.MetaWrites, paced: after.Paced - before.Paced}, nil
 	}
@@ -233,7 +233,7 @@ func benchTier(ctx context.Context, cfg bench.Config, segmentBytes int64, models
 	s3Lat.SetModel(latency.Model{})
 	metaLat.SetModel(latency.Model{})
 	counting.Reset()
-	before := b.WALStats()
+	before := broker.WALStats(b)
 	burst := min(n, (256<<20)/int64(cfg.RecordBytes))
 	d, err = bench.Produce(pctx, cfg, prod, value, burst, nil, nil)
 	if err != nil {
@@ -242,7 +242,7 @@ func benchTier(ctx context.Context, cfg bench.Config, segmentBytes int64, models
 	res.objBurstSecs = d.Seconds()
 	res.objBurstMBps = float64(burst*int64(cfg.RecordBytes)) / 1e6 / d.Seconds()
 	res.objBurstPuts = counting.Counts().Puts
-	after := b.WALStats()
+	after := broker.WALStats(b)
 	res.objBurstFlushes, res.objBurstMetaWrites = after.Flushes-before.Flushes, after.MetaWrites-before.MetaWrites
 	res.objBurstIndexBytes = after.IndexBytes - before.IndexBytes
 	return res, nil

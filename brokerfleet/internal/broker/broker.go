@@ -581,9 +581,10 @@ func (b *Broker) NewEMF() *metrics.EMF {
 	return metrics.NewEMF(b.Gatherer(), b.cfg.ClusterID, b.cfg.NodeID)
 }
 
-// WALStats counts this broker's "object" durability flushes and the
-// metastore writes they made (for the bench's writes per flush).
-func (b *Broker) WALStats() tier.WALStats { return b.tier.WALStats() }
+// WALStats counts a broker's "object" durability flushes and the
+// metastore writes they made (for the bench's writes per flush). A
+// function, not a method: Broker keeps at most 40.
+func WALStats(b *Broker) tier.WALStats { return b.tier.WALStats() }
 
 // ClosedSegmentEnd returns the offset where a local partition's closed,
 // committed segments end (what the tier can hold), or 0 if it has none.
