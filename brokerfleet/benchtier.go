@@ -51,6 +51,7 @@ type tierResult struct {
 	objBurstMetaWrites  int64
 	objBurstIndexBytes  int64
 	objectFlushInterval time.Duration
+	objSamples          int
 }
 
 // objLatency is object-durability latency under one S3 latency model.
@@ -185,7 +186,7 @@ func benchTier(ctx context.Context, cfg bench.Config, segmentBytes int64, models
 	res.gets = counting.Counts().Gets
 
 	// "object" durability: acknowledged once in S3 and in the manifest.
-	res.objectFlushInterval = bcfg.ObjectFlushInterval
+	res.objectFlushInterval, res.objSamples = bcfg.ObjectFlushInterval, cfg.Latency
 	obj := "tier-object"
 	r, err := adm.CreateTopic(ctx, cfg.Partitions, 1, map[string]*string{"strata.durability": kadm.StringPtr("object")}, obj)
 	if err == nil {
@@ -201,7 +202,8 @@ func benchTier(ctx context.Context, cfg bench.Config, segmentBytes int64, models
 	defer prod.Close()
 	oneInFlight := func() (objLatency, error) {
 		before := broker.WALStats(b)
-		lats := make([]time.Duration, 0, 1000)
+		// -latency-samples of them: p99.9 is the maximum below 1,000.
+		lats := make([]time.Duration, 0, cfg.Latency)
 		for i := 0; i < cap(lats); i++ {
 			t0 := time.Now()
 			if err := prod.ProduceSync(pctx, &kgo.Record{Value: value}).FirstErr(); err != nil {
@@ -301,7 +303,7 @@ func reportTier(w io.Writer, r tierResult) {
 	fmt.Fprintf(w, "\nstrata.durability=object (acks=all waits for the S3 PUT and the WAL index write; group commits, under load at most one per %v)\n", r.objectFlushInterval)
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	perFlush := func(writes, flushes int64) float64 { return float64(writes) / float64(max(flushes, 1)) }
-	fmt.Fprintf(w, "%-44s %10.1f ms / %.1f ms / %.1f ms / %.1f ms  (%d flushes, %d paced by the interval, %.2f metastore writes per flush)\n", "produce latency p50 / p99 / p99.9 / max (1 in flight)",
+	fmt.Fprintf(w, "%-44s %10.1f ms / %.1f ms / %.1f ms / %.1f ms  (%d flushes, %d paced by the interval, %.2f metastore writes per flush)\n", fmt.Sprintf("produce latency p50/p99/p99.9/max (%d, 1 in flight)", r.objSamples),
 		ms(r.objP50), ms(r.objP99), ms(r.objP999), ms(r.objMax), r.objFlushes, r.objPaced, perFlush(r.objMetaWrites, r.objFlushes))
 	for _, m := range r.objModels {
 		fmt.Fprintf(w, "%-44s %10.1f ms / %.1f ms / %.1f ms / %.1f ms  (S3 p50 %v, p99 %v; metastore p50 %v, p99 %v; %d flushes, %d paced, %.2f metastore writes per flush)\n",
