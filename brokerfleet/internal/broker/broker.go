@@ -196,7 +196,7 @@ func New(cfg Config) (*Broker, error) {
 			Catalog: b.cat, Meta: cfg.Meta, Objects: cfg.Objects, NodeID: cfg.NodeID, Incarnation: cfg.Incarnation,
 			Defaults: defaults, Interval: cfg.TierInterval, OrphanGrace: cfg.TierOrphanGrace,
 			FlushInterval: cfg.ObjectFlushInterval, NoWALIndex: !cfg.ObjectWALIndex, WatchInterval: cfg.WatchInterval,
-			Uploaded: m.TierUploaded, Sweep: b.controlling.Load, Clock: cfg.Clock, Logger: b.log,
+			Uploaded: m.TierUploaded, Flushed: m.ObjectFlushed, Sweep: b.controlling.Load, Clock: cfg.Clock, Logger: b.log,
 		})
 	}
 	if b.ctrl, err = controller.New(controller.Options{

@@ -419,6 +419,10 @@ func TestObjectDurabilityFromTheWALIndexAfterAWipe(t *testing.T) {
 	t.Logf("%d acknowledged, %d offsets in manifests, %d with the WAL index", len(acked), inManifests, inTier)
 	require.Less(t, inManifests, int64(len(acked)), "some acknowledged records only in the WAL index")
 	require.GreaterOrEqual(t, inTier, int64(len(acked)))
+	m := gather(t, b.Broker.Gatherer())
+	flushes := sum(m, "strata_object_flushes_total", nil)
+	require.Positive(t, flushes)
+	require.Equal(t, flushes, sum(m, "strata_object_flush_metastore_writes_total", nil), "one metastore write per flush")
 
 	require.NoError(t, b.Broker.Close())
 	b = tc.start(t, 0, t.TempDir(), "127.0.0.1:0") // a new incarnation, an empty disk

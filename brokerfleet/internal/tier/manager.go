@@ -87,6 +87,10 @@ type ManagerOptions struct {
 	Sweep func() bool
 	// Uploaded runs after each segment upload with its size.
 	Uploaded func(bytes int64)
+	// Flushed runs after each object-durability flush that wrote a WAL
+	// object, with the metastore writes it made and whether it waited for
+	// FlushInterval.
+	Flushed func(metaWrites int64, paced bool)
 	// Clock drives the loops; nil means the real clock.
 	Clock clock.Clock
 	// Logger receives operational logs; nil means slog.Default().
@@ -115,6 +119,7 @@ type Manager struct {
 	// walArrivals counts KickWAL calls: a flush that sees it move while it
 	// writes gathered something (the next one is paced).
 	walArrivals atomic.Int64
+	paced       bool // the flush running waited for FlushInterval (the WAL loop's)
 	lastSweep   time.Time
 	walDrop     map[walEntryID]bool // foreign entries of this node's WAL index that no absorber would take (pruneWAL)
 	lastPrune   time.Time

@@ -62,7 +62,7 @@ func (tg *Manager) runWAL() {
 	t := tg.clock.NewTicker(tg.opts.FlushInterval) // a safety net: appends kick
 	defer t.Stop()
 	var last time.Time
-	gathered := false // a kick came while the previous flush was in flight
+	gathered := false // a batch arrived while the previous flush was writing
 	for {
 		if !gathered {
 			select {
@@ -72,7 +72,7 @@ func (tg *Manager) runWAL() {
 			case <-tg.walKick:
 			}
 		} else if wait := tg.opts.FlushInterval - clock.Since(tg.clock, last); wait > 0 {
-			tg.stats.paced.Add(1)
+			tg.paced = true
 			if !clock.Sleep(tg.ctx, tg.clock, wait) {
 				return
 			}
@@ -80,6 +80,7 @@ func (tg *Manager) runWAL() {
 		last = tg.clock.Now()
 		var err error
 		gathered, err = tg.flush()
+		tg.paced = false
 		if err != nil && tg.ctx.Err() == nil {
 			tg.log.Warn("object durability flush", "err", err)
 		}
@@ -153,6 +154,7 @@ func (tg *Manager) flush() (gathered bool, err error) {
 		return false, tg.compactWALIndex(ctx)
 	}
 	tg.walCompact.Store(false) // this flush's index write drops what is stale
+	before := tg.stats.snapshot()
 	tg.mu.Lock()
 	tg.walSeq++
 	key := WALKey(tg.opts.NodeID, tg.opts.Incarnation, tg.walSeq)
@@ -160,7 +162,7 @@ func (tg *Manager) flush() (gathered bool, err error) {
 	ctx, cancel := context.WithTimeout(tg.ctx, time.Minute)
 	defer cancel()
 	if tg.opts.NoWALIndex {
-		return tg.flushToManifests(ctx, key, parts, func(i int) (ledPartition, *tierState) { return owners[i].lp, owners[i].st }, start)
+		return tg.flushToManifests(ctx, key, parts, func(i int) (ledPartition, *tierState) { return owners[i].lp, owners[i].st }, start, before)
 	}
 	var body []byte
 	entries := make([]metastore.WALEntry, len(parts))
@@ -177,7 +179,7 @@ func (tg *Manager) flush() (gathered bool, err error) {
 		return tg.arrivedSince(start), err
 	}
 	gathered = tg.arrivedSince(start)
-	tg.stats.flushes.Add(1)
+	tg.flushed(before)
 	// A lease lost meanwhile, or a partition whose leadership moved, acks
 	// nothing more here: its share stays in the index, where the next
 	// leader takes it only if its manifest has not moved past it.
@@ -206,14 +208,14 @@ func (tg *Manager) flush() (gathered bool, err error) {
 // flushToManifests is a flush as builds without the WAL index made it
 // (ManagerOptions.NoWALIndex): the object, then one manifest write per
 // partition in it.
-func (tg *Manager) flushToManifests(ctx context.Context, key string, parts []WALPart, owner func(int) (ledPartition, *tierState), start int64) (gathered bool, err error) {
+func (tg *Manager) flushToManifests(ctx context.Context, key string, parts []WALPart, owner func(int) (ledPartition, *tierState), start int64, before WALStats) (gathered bool, err error) {
 	mans, errs, err := tg.t.PutWAL(ctx, key, parts)
 	gathered = tg.arrivedSince(start)
 	if err != nil {
 		return gathered, err
 	}
-	tg.stats.flushes.Add(1)
 	tg.stats.metaWrites.Add(int64(len(parts)))
+	tg.flushed(before)
 	tg.mu.Lock()
 	for i := range parts {
 		if errs[i] == nil {

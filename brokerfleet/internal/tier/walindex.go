@@ -68,7 +68,23 @@ func (tg *Manager) WALStats() WALStats {
 	if tg == nil {
 		return WALStats{}
 	}
-	return WALStats{Flushes: tg.stats.flushes.Load(), MetaWrites: tg.stats.metaWrites.Load(), IndexBytes: tg.stats.indexBytes.Load(), Paced: tg.stats.paced.Load()}
+	return tg.stats.snapshot()
+}
+
+func (s *walStats) snapshot() WALStats {
+	return WALStats{Flushes: s.flushes.Load(), MetaWrites: s.metaWrites.Load(), IndexBytes: s.indexBytes.Load(), Paced: s.paced.Load()}
+}
+
+// flushed counts a flush that wrote a WAL object, given the counters
+// before it.
+func (tg *Manager) flushed(before WALStats) {
+	tg.stats.flushes.Add(1)
+	if tg.paced {
+		tg.stats.paced.Add(1)
+	}
+	if tg.opts.Flushed != nil {
+		tg.opts.Flushed(tg.stats.metaWrites.Load()-before.MetaWrites, tg.paced)
+	}
 }
 
 // superseded reports whether no absorber would ever take e given man (a
