@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +16,7 @@ import (
 
 // restartRun measures the dev target's time to ready after kill -9: it
 // fills a 12-partition topic of RF rf with logBytes of 1 KiB records
-// (acks=all), kills the dev process with SIGKILL, starts it again on the
+// (acks=all, uncompressed random bytes), kills the dev process with SIGKILL, starts it again on the
 // same data and times until it serves (its "ready" line) and until every
 // partition of the topic has a leader and a full ISR again. The
 // restarted target replaces t in *live.
@@ -23,7 +24,8 @@ func restartRun(ctx context.Context, t *benchTarget, f benchFlags, dir string, l
 	const topic, parts = "bench-restart", 12
 	res := &bench.Restart{Target: t.Name, Partitions: parts, RF: rf, LogBytes: logBytes}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(t.Addrs...), kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerBatchMaxBytes(1<<20), kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedBytes(64<<20))
+		kgo.ProducerBatchMaxBytes(1<<20), kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedBytes(64<<20),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
 	if err != nil {
 		return nil, t, err
 	}
@@ -33,7 +35,8 @@ func restartRun(ctx context.Context, t *benchTarget, f benchFlags, dir string, l
 		return nil, t, fmt.Errorf("create %s: %v", topic, errors.Join(err, r.Err))
 	}
 	fmt.Fprintf(stderr, "restart: writing %s to %s (RF %d)\n", bench.Size(logBytes), topic, rf)
-	value := make([]byte, 1024)
+	value := make([]byte, 1024) // random and uncompressed: the log holds what was asked
+	rand.Read(value)
 	var produceErr error
 	var failed = make(chan error, 1)
 	for n := int64(0); n < logBytes; n += int64(len(value)) {
