@@ -142,6 +142,10 @@ func New() *Broker {
 	m.reg.MustRegister(m.requests, m.latency, m.errors, m.produceRecords, m.produceBytes,
 		m.fetchRecords, m.fetchBytes, m.replicaFetchBytes, m.isrShrinks, m.isrExpands, m.leaderElections,
 		m.tierUploads, m.tierUploadBytes, m.objectFlushes, m.objectFlushWrites, m.metaRequests, m.metaLatency)
+	// Both series exist from the start, so a rate over them is 0, not
+	// absent, on a broker that has not flushed yet.
+	m.objectFlushes.WithLabelValues("false")
+	m.objectFlushes.WithLabelValues("true")
 	return m
 }
 
