@@ -564,6 +564,9 @@ func (tg *Manager) setManifest(k tierKey, st *tierState, man metastore.Manifest,
 	}
 	tg.mu.Unlock()
 	for _, obj := range unused {
+		if tg.ctx.Err() != nil {
+			return // shutting down: the sweep deletes what is left unreferenced
+		}
 		ctx, cancel := context.WithTimeout(tg.ctx, time.Minute)
 		if err := tg.opts.Objects.Delete(ctx, obj); err != nil {
 			tg.log.Warn("delete WAL object", "object", obj, "err", err)
