@@ -68,6 +68,9 @@ type benchFlags struct {
 	objectLatency             string
 	compaction, compactOnly   bool
 	compactSegment            int64
+	restartBytes              string
+	restartSegment            string
+	restartSegmentBytes       int64 // restartSegment parsed
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -104,6 +107,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&f.tierOnly, "tier-only", false, "measure only the S3 tier")
 	fs.Int64Var(&f.tierSegment, "tier-segment-bytes", 64<<20, "segment.bytes of the S3-tier measurement")
 	fs.StringVar(&f.objectLatency, "object-latency", "s3-standard,s3-express", "the S3-tier measurement also times strata.durability=object with the stand-ins behind these S3 latency models (presets s3-standard, s3-express, or p50/p99 as 25ms/80ms), separated by commas, each with DynamoDB's latency (p50 4ms, p99 12ms) on the metastore; empty: none")
+	fs.StringVar(&f.restartBytes, "restart-bytes", "0", "afterwards, write this much (RF 3, 12 partitions) to the dev target, kill -9 it, start it on the same data and time until it serves and until every partition is led with a full ISR (0: skip)")
+	fs.StringVar(&f.restartSegment, "restart-segment-bytes", "128MiB", "segment.bytes of the restart measurement's topic")
 	fs.BoolVar(&f.compaction, "compaction", false, "afterwards, measure compacted topics (one in-process broker: produce throughput to a cleanup.policy=delete topic and to a compact one while its cleaner runs, the cleaner's throughput)")
 	fs.BoolVar(&f.compactOnly, "compaction-only", false, "measure only compacted topics")
 	fs.Int64Var(&f.compactSegment, "compaction-segment-bytes", 8<<20, "segment.bytes of the compaction measurement")
@@ -151,6 +156,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	diskBytes, err := parseSize(f.diskBytes)
 	if err != nil || diskBytes < 0 {
 		return usageError{fmt.Errorf("invalid value %q for flag -disk-bytes: %v", f.diskBytes, err)}
+	}
+	restartBytes, err := parseSize(f.restartBytes)
+	if err != nil || restartBytes < 0 || (restartBytes > 0 && !slices.Contains(targets, "dev")) {
+		return usageError{fmt.Errorf("invalid value %q for flag -restart-bytes: needs a size and the dev target (%v)", f.restartBytes, err)}
+	}
+	if f.restartSegmentBytes, err = parseSize(f.restartSegment); err != nil || f.restartSegmentBytes < 1<<20 {
+		return usageError{fmt.Errorf("invalid value %q for flag -restart-segment-bytes: want a size of 1MiB or more (%v)", f.restartSegment, err)}
 	}
 	if f.idleParts < 0 || (f.idleParts > 0 && !slices.Contains(targets, "dev")) {
 		return usageError{fmt.Errorf("invalid value %d for flag -idle-partitions: needs a positive count and the dev target", f.idleParts)}
@@ -259,6 +271,18 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			if t.Name == "dev" {
 				if rep.Idle, err = idleRun(ctx, t, f.idleParts, min(3, f.brokers), f.idleFor, stderr); err != nil {
 					failed = errors.Join(failed, fmt.Errorf("idle: %w", err))
+				}
+			}
+		}
+	}
+	if restartBytes > 0 && ctx.Err() == nil {
+		for i, t := range live {
+			if t.Name == "dev" {
+				var nt *benchTarget
+				rep.Restart, nt, err = restartRun(ctx, t, f, dir, restartBytes, min(3, f.brokers), stderr)
+				live[i] = nt
+				if err != nil {
+					failed = errors.Join(failed, err)
 				}
 			}
 		}
@@ -389,6 +413,12 @@ type benchTarget struct {
 // waits for its bootstrap address. Running it apart from the bench client
 // gives its own CPU and memory figures.
 func startTarget(ctx context.Context, name string, f benchFlags, dir string) (*benchTarget, error) {
+	return startTargetOn(ctx, name, f, dir, true)
+}
+
+// startTargetOn starts a target; fresh removes the dev target's data
+// first (a restart keeps it).
+func startTargetOn(ctx context.Context, name string, f benchFlags, dir string, fresh bool) (*benchTarget, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -398,7 +428,9 @@ func startTarget(ctx context.Context, name string, f benchFlags, dir string) (*b
 	switch name {
 	case "dev":
 		data := filepath.Join(dir, "dev")
-		os.RemoveAll(data) // every invocation starts on an empty cluster
+		if fresh {
+			os.RemoveAll(data) // every invocation starts on an empty cluster
+		}
 		args = []string{"dev", "-listen", "127.0.0.1:0", "-http", "", "-registry", "", "-data", data,
 			"-log-level", "warn", "-brokers", strconv.Itoa(f.brokers)}
 		if f.profile != "" {

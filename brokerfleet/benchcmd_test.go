@@ -19,8 +19,8 @@ import (
 // workloads against dev and kfake (each a child process) and a running dev
 // cluster given by -bootstrap, and checks the JSON report: every workload
 // on every target, record counts, sane percentiles, ratios against kfake
-// in the table, CPU and memory for the child processes only, and the idle
-// measurement.
+// in the table, CPU and memory for the child processes only, the idle
+// measurement and the time to ready after a kill -9.
 func TestBenchMeasuresEveryTarget(t *testing.T) {
 	other := startDev(t, t.TempDir())
 	out := filepath.Join(t.TempDir(), "bench.json")
@@ -28,6 +28,7 @@ func TestBenchMeasuresEveryTarget(t *testing.T) {
 	cmd := exec.Command(binPath, "bench", "-bytes", "2MiB", "-record-bytes", "100B,64KiB", "-keyed", "true",
 		"-partitions", "3", "-acks", "all", "-durability", "replicated,fsync", "-latency-samples", "50",
 		"-disk-bytes", "8MiB", "-idle-partitions", "30", "-idle-for", "1s", "-bootstrap", other.addr,
+		"-restart-bytes", "4MiB", "-restart-segment-bytes", "1MiB",
 		"-progress=false", "-json", out, "-profile", prof, "-data", t.TempDir())
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -80,12 +81,19 @@ func TestBenchMeasuresEveryTarget(t *testing.T) {
 	require.Greater(t, rep.Idle.RSSAfter, int64(0))
 	require.GreaterOrEqual(t, rep.Idle.CPUPercent, 0.0)
 
+	// The dev target was killed with SIGKILL and came back on its data.
+	require.NotNil(t, rep.Restart)
+	require.Equal(t, int64(4<<20), rep.Restart.LogBytes)
+	require.Greater(t, rep.Restart.ServeSeconds, 0.0)
+	require.GreaterOrEqual(t, rep.Restart.ISRSeconds, rep.Restart.ServeSeconds)
+
 	// The table shows each row once, with ratios to kfake on the others.
 	table := stdout.String()
 	require.Contains(t, table, "100B keyed p3 acks=all fsync")
 	require.Contains(t, table, "64KiB keyed p3 acks=all replicated")
 	require.Equal(t, 10, strings.Count(table, " p3 acks=all"), table)
 	require.Contains(t, table, "idle: 30 partitions")
+	require.Contains(t, table, "restart after kill -9: 4MiB")
 
 	for _, f := range []string{"dev.cpu.pprof", "dev.allocs.pprof", "client.cpu.pprof"} {
 		st, err := os.Stat(filepath.Join(prof, f))

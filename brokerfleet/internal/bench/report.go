@@ -18,8 +18,19 @@ type Report struct {
 	// The disk's sequential write bandwidth (MB/s) under the data
 	// directory and, divided by the replication factor, the physical limit
 	// of replicated produce on one machine.
-	DiskWriteMBps float64 `json:"disk_write_mbps,omitempty"`
-	Idle          *Idle   `json:"idle,omitempty"`
+	DiskWriteMBps float64  `json:"disk_write_mbps,omitempty"`
+	Idle          *Idle    `json:"idle,omitempty"`
+	Restart       *Restart `json:"restart,omitempty"`
+}
+
+// Restart is a target's time to ready after kill -9.
+type Restart struct {
+	Target       string  `json:"target"`
+	Partitions   int     `json:"partitions"`
+	RF           int     `json:"replication_factor"`
+	LogBytes     int64   `json:"log_bytes"`     // record values written before the kill
+	ServeSeconds float64 `json:"serve_seconds"` // from the restart until it serves
+	ISRSeconds   float64 `json:"isr_seconds"`   // until every partition is led with a full ISR
 }
 
 // Idle is an idle cluster holding many partitions.
@@ -92,5 +103,9 @@ func (r *Report) Table(w io.Writer) {
 	if i := r.Idle; i != nil {
 		fmt.Fprintf(w, "\nidle: %d partitions × RF %d on %s: %.2f%% of one core over %.0f s; RSS %d MiB → %d MiB (%.1f KiB per partition); created in %.1f s\n",
 			i.Partitions, i.RF, i.Target, i.CPUPercent, i.Seconds, i.RSSBefore>>20, i.RSSAfter>>20, float64(i.BytesPerPart)/1024, i.StartupSecond)
+	}
+	if x := r.Restart; x != nil {
+		fmt.Fprintf(w, "\nrestart after kill -9: %s of records × RF %d in %d partitions on %s: serving %.2f s after the start, every partition led with a full ISR after %.2f s\n",
+			Size(x.LogBytes), x.RF, x.Partitions, x.Target, x.ServeSeconds, x.ISRSeconds)
 	}
 }

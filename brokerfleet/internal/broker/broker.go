@@ -202,8 +202,8 @@ func New(cfg Config) (*Broker, error) {
 		b.tier = tier.NewManager(tier.ManagerOptions{
 			Catalog: b.cat, Meta: cfg.Meta, Objects: cfg.Objects, NodeID: cfg.NodeID, Incarnation: cfg.Incarnation,
 			Defaults: defaults, Interval: cfg.TierInterval, OrphanGrace: cfg.TierOrphanGrace,
-			FlushInterval: cfg.ObjectFlushInterval, WatchInterval: cfg.WatchInterval,
-			Uploaded: m.TierUploaded, Sweep: b.controlling.Load, Clock: cfg.Clock, Logger: b.log,
+			FlushInterval: cfg.ObjectFlushInterval, NoWALIndex: !cfg.ObjectWALIndex, WatchInterval: cfg.WatchInterval,
+			Uploaded: m.TierUploaded, Flushed: m.ObjectFlushed, Sweep: b.controlling.Load, Clock: cfg.Clock, Logger: b.log,
 		})
 	}
 	if b.ctrl, err = controller.New(controller.Options{
@@ -591,6 +591,11 @@ func (b *Broker) GroupLag(group string) ([]metrics.LagSeries, bool) { return b.m
 func (b *Broker) NewEMF() *metrics.EMF {
 	return metrics.NewEMF(b.Gatherer(), b.cfg.ClusterID, b.cfg.NodeID)
 }
+
+// WALStats counts a broker's "object" durability flushes and the
+// metastore writes they made (for the bench's writes per flush). A
+// function, not a method: Broker keeps at most 40.
+func WALStats(b *Broker) tier.WALStats { return b.tier.WALStats() }
 
 // ClosedSegmentEnd returns the offset where a local partition's closed,
 // committed segments end (what the tier can hold), or 0 if it has none.

@@ -197,10 +197,16 @@ type Config struct {
 	// committed offsets, members) are refreshed, in the background; a
 	// scrape reads the last refresh.
 	GroupStatsInterval time.Duration
-	// ObjectFlushInterval is how often the batches of "object" durability
-	// partitions are written to S3 (one shared object per flush); acks
-	// wait for it.
+	// ObjectFlushInterval is the least time between the starts of two
+	// flushes of "object" durability partitions to S3 when the second
+	// gathers batches that arrived during the first (one shared object per
+	// flush; a flush with none in flight starts at once); acks wait for it.
 	ObjectFlushInterval time.Duration
+	// ObjectWALIndex makes an "object" flush one metastore write (this
+	// node's WAL index, absorbed by the manifests later) instead of one per
+	// partition. Turn it off while brokers of a build that does not read
+	// the index may lead "object" partitions (an upgrade from one).
+	ObjectWALIndex bool
 	// Cleaner configures the log cleaner of compacted topics
 	// (log.cleaner.*).
 	Cleaner CleanerConfig
@@ -280,6 +286,7 @@ func DefaultConfig() Config {
 		TierInterval:                      5 * time.Second,
 		TierOrphanGrace:                   10 * time.Minute,
 		ObjectFlushInterval:               50 * time.Millisecond,
+		ObjectWALIndex:                    true,
 		GroupStatsInterval:                5 * time.Second,
 	}
 }

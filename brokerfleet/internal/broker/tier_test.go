@@ -67,9 +67,9 @@ func manifestEnd(t *testing.T, meta *metastore.Meta, topicName string, partition
 	ends := map[int32]int64{}
 	var sum int64
 	for p := int32(0); p < partitions; p++ {
-		man, err := meta.Manifest(ctx, tp.ID, p)
+		end, _, err := tier.Recoverable(ctx, meta, tp.ID, p) // the manifest and the WAL index entries it would absorb
 		require.NoError(t, err)
-		ends[p] = tier.End(man)
+		ends[p] = end
 		sum += ends[p]
 	}
 	return ends, sum
@@ -369,6 +369,69 @@ func TestObjectDurabilitySurvivesWipingAllDisks(t *testing.T) {
 	t.Logf("%d acknowledged records survived; %d objects in the bucket", len(acked), len(objs))
 }
 
+// TestObjectDurabilityFromTheWALIndexAfterAWipe: a lone broker whose
+// acknowledged object-durability records are, at the moment it goes, in
+// its WAL index and not yet in any manifest comes back as a new
+// incarnation on an empty disk and serves every one of them.
+func TestObjectDurabilityFromTheWALIndexAfterAWipe(t *testing.T) {
+	s3 := objstoretest.StartS3(t, "")
+	tc := &tieredCluster{meta: brokertest.NewMeta(t), objects: s3.Store(t, s3store.Options{})}
+	b := tc.start(t, 0, t.TempDir(), "127.0.0.1:0")
+	brokertest.CreateTopicRF(t, b.Addr, "durable", 4, 1, map[string]*string{"strata.durability": kadm.StringPtr("object")})
+	cl := brokertest.Client(t, b.Addr, kgo.ProducerLinger(time.Millisecond))
+	var mu sync.Mutex
+	acked := map[string]string{}
+	var failed []error
+	var wg sync.WaitGroup
+	for i := 0; i < 600; i++ {
+		wg.Add(1)
+		r := &kgo.Record{Topic: "durable", Key: []byte(fmt.Sprint(i % 7)), Value: []byte(fmt.Sprintf("v-%04d", i))}
+		cl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
+			defer wg.Done()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed = append(failed, err)
+				return
+			}
+			acked[fmt.Sprintf("%d/%d", r.Partition, r.Offset)] = string(r.Value)
+		})
+	}
+	wg.Wait()
+	cl.Close()
+	require.Empty(t, failed)
+	ends := map[int32]int64{}
+	for k := range acked {
+		var p int32
+		var off int64
+		fmt.Sscanf(k, "%d/%d", &p, &off)
+		ends[p] = max(ends[p], off+1)
+	}
+	tp, err := tc.meta.Topic(context.Background(), "durable")
+	require.NoError(t, err)
+	inManifests := int64(0)
+	for p := int32(0); p < 4; p++ {
+		man, err := tc.meta.Manifest(context.Background(), tp.ID, p)
+		require.NoError(t, err)
+		inManifests += tier.End(man)
+	}
+	_, inTier := manifestEnd(t, tc.meta, "durable", 4)
+	t.Logf("%d acknowledged, %d offsets in manifests, %d with the WAL index", len(acked), inManifests, inTier)
+	require.Less(t, inManifests, int64(len(acked)), "some acknowledged records only in the WAL index")
+	require.GreaterOrEqual(t, inTier, int64(len(acked)))
+	m := gather(t, b.Broker.Gatherer())
+	flushes := sum(m, "strata_object_flushes_total", nil)
+	require.Positive(t, flushes)
+	require.Equal(t, flushes, sum(m, "strata_object_flush_metastore_writes_total", nil), "one metastore write per flush")
+
+	require.NoError(t, b.Broker.Close())
+	b = tc.start(t, 0, t.TempDir(), "127.0.0.1:0") // a new incarnation, an empty disk
+	got := readRange(t, b.Addr, "durable", ends)
+	for k, v := range acked {
+		require.Equal(t, v, string(got[k].Value), "acknowledged record %s", k)
+	}
+}
+
 // Deleting a topic removes its segment objects and manifests.
 func TestDeletedTopicLeavesTheTier(t *testing.T) {
 	s3 := objstoretest.StartS3(t, "")
@@ -429,10 +492,10 @@ func TestUnreferencedWALObjectsAreSwept(t *testing.T) {
 		_, err := store.Get(ctx, dead, 0, -1)
 		return errors.Is(err, objstore.ErrNotFound)
 	})
-	man, err := tc.meta.Manifest(ctx, tp.ID, 0)
+	_, referenced, err := tier.Recoverable(ctx, tc.meta, tp.ID, 0)
 	require.NoError(t, err)
-	require.NotEmpty(t, tier.WALObjects(man))
-	for obj := range tier.WALObjects(man) {
+	require.NotEmpty(t, referenced)
+	for obj := range referenced {
 		_, err := store.Get(ctx, obj, 0, -1)
 		require.NoError(t, err, "referenced WAL object %s deleted", obj)
 	}

@@ -7,7 +7,7 @@
 // Three kinds of series live in the registry:
 //   - counters and histograms updated on the request path (the front end,
 //     the Produce and Fetch handlers, ISR changes, leader elections, tier
-//     uploads, the instrumented metastore);
+//     uploads, object-durability flushes, the instrumented metastore);
 //   - gauges computed at scrape time from in-memory state only
 //     (collector.go): partitions, leaders, under-replicated, under-min-ISR,
 //     offline, tier upload lag, S3 request counts, coordinator shards;
@@ -25,6 +25,7 @@ package metrics
 import (
 	"errors"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,6 +60,8 @@ type Broker struct {
 	leaderElections        prometheus.Counter
 
 	tierUploads, tierUploadBytes prometheus.Counter
+	objectFlushes                *prometheus.CounterVec // by paced
+	objectFlushWrites            prometheus.Counter
 
 	txnAborts *prometheus.CounterVec // cause
 
@@ -124,6 +127,10 @@ func New() *Broker {
 			Help: "Closed segments uploaded to the S3 tier and recorded in their manifest."}),
 		tierUploadBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_tier_segment_upload_bytes_total",
 			Help: "Bytes of the segments uploaded to the S3 tier."}),
+		objectFlushes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_object_flushes_total",
+			Help: "strata.durability=object flushes to S3 (one WAL object each), by paced: true when the flush waited for -object-flush-interval (it gathered batches that arrived during the previous one)."}, []string{"paced"}),
+		objectFlushWrites: prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_object_flush_metastore_writes_total",
+			Help: "Metastore writes made by strata.durability=object flushes: one per flush (the WAL index), more when the index had to be absorbed into manifests, one per partition with -object-wal-index=false."}),
 		metaRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_metastore_requests_total",
 			Help: "Metastore (DynamoDB or embedded) operations, by operation and result (ok, not_found, condition_failed, error)."}, []string{"op", "result"}),
 		metaLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "strata_metastore_request_duration_seconds",
@@ -134,7 +141,11 @@ func New() *Broker {
 	}
 	m.reg.MustRegister(m.requests, m.latency, m.errors, m.produceRecords, m.produceBytes,
 		m.fetchRecords, m.fetchBytes, m.replicaFetchBytes, m.isrShrinks, m.isrExpands, m.leaderElections,
-		m.tierUploads, m.tierUploadBytes, m.metaRequests, m.metaLatency)
+		m.tierUploads, m.tierUploadBytes, m.objectFlushes, m.objectFlushWrites, m.metaRequests, m.metaLatency)
+	// Both series exist from the start, so a rate over them is 0, not
+	// absent, on a broker that has not flushed yet.
+	m.objectFlushes.WithLabelValues("false")
+	m.objectFlushes.WithLabelValues("true")
 	return m
 }
 
@@ -227,6 +238,16 @@ func (m *Broker) TierUploaded(bytes int64) {
 	}
 	m.tierUploads.Inc()
 	m.tierUploadBytes.Add(float64(bytes))
+}
+
+// ObjectFlushed counts an object-durability flush and the metastore writes
+// it made.
+func (m *Broker) ObjectFlushed(metaWrites int64, paced bool) {
+	if m == nil {
+		return
+	}
+	m.objectFlushes.WithLabelValues(strconv.FormatBool(paced)).Inc()
+	m.objectFlushWrites.Add(float64(metaWrites))
 }
 
 // SetController records whether this broker holds the controller lease.

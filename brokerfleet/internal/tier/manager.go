@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stratamq/strata/brokerfleet/internal/catalog"
@@ -31,8 +32,12 @@ type tierKey struct {
 }
 
 type tierState struct {
-	epoch    int32 // leader epoch the manifest was read under
-	man      metastore.Manifest
+	epoch int32              // leader epoch the manifest was read under
+	man   metastore.Manifest // as stored
+	// pending are the WAL shares flushed under epoch that only this
+	// node's WAL index references (the manifest has not absorbed them),
+	// in offset order; view() appends them to man.
+	pending  []metastore.SegmentRef
 	lastGC   time.Time
 	fenced   bool      // a newer epoch owns the manifest: stop uploading
 	failures int       // consecutive failed rounds
@@ -59,9 +64,15 @@ type ManagerOptions struct {
 	// OrphanGrace is how old an object no manifest references must be
 	// before it is deleted.
 	OrphanGrace time.Duration
-	// FlushInterval is how often the batches of "object" durability
-	// partitions are written to S3 (one shared object per flush).
+	// FlushInterval is the least time between the starts of two flushes of
+	// "object" durability partitions to S3 when the second gathers batches
+	// that arrived during the first (runWAL); one shared object per flush.
 	FlushInterval time.Duration
+	// NoWALIndex makes flushes reference their shares from each
+	// partition's manifest (one metastore write per partition) instead of
+	// this node's WAL index (one write per flush), as builds without the
+	// index did: for a cluster whose brokers do not all read the index yet.
+	NoWALIndex bool
 	// WatchInterval is how often brokers apply metadata changes (deleted
 	// topics' objects are swept again after the leaders have noticed).
 	WatchInterval time.Duration
@@ -76,6 +87,10 @@ type ManagerOptions struct {
 	Sweep func() bool
 	// Uploaded runs after each segment upload with its size.
 	Uploaded func(bytes int64)
+	// Flushed runs after each object-durability flush that wrote a WAL
+	// object, with the metastore writes it made and whether it waited for
+	// FlushInterval.
+	Flushed func(metaWrites int64, paced bool)
 	// Clock drives the loops; nil means the real clock.
 	Clock clock.Clock
 	// Logger receives operational logs; nil means slog.Default().
@@ -95,13 +110,32 @@ type Manager struct {
 	ctx context.Context // the broker's; ends the loops and background work
 	wg  sync.WaitGroup
 
-	mu        sync.Mutex
-	loaded    chan struct{} // closed (and replaced) whenever a manifest is loaded into parts
-	parts     map[tierKey]*tierState
-	walRefs   map[string]int // WAL object -> manifests of led partitions referencing it
-	walSeq    int64
-	walKick   chan struct{}
-	lastSweep time.Time
+	mu      sync.Mutex
+	loaded  chan struct{} // closed (and replaced) whenever a manifest is loaded into parts
+	parts   map[tierKey]*tierState
+	walRefs map[string]int // WAL object -> manifests of led partitions referencing it
+	walSeq  int64
+	walKick chan struct{}
+	// walArrivals counts KickWAL calls: a flush that sees it move while it
+	// writes gathered something (the next one is paced).
+	walArrivals atomic.Int64
+	paced       bool // the flush running waited for FlushInterval (the WAL loop's)
+	lastSweep   time.Time
+	walDrop     map[walEntryID]bool // foreign entries of this node's WAL index that no absorber would take (pruneWAL)
+	lastPrune   time.Time
+
+	// walIdx is this node's WAL index as last read or written; only the
+	// WAL loop (flushWAL) uses it.
+	walIdx walIndexState
+	// indexes caches every node's WAL index for one tier round (read at
+	// the round's first manifest load, after the elections it acts on).
+	indexes []metastore.WALIndex
+	stats   walStats
+	// walBudget bounds the encoded WAL index (walIndexBudget; tests lower it).
+	walBudget int
+	// walCompact asks the WAL loop to rewrite the index without the
+	// entries pruneWAL found superseded, even with nothing to flush.
+	walCompact atomic.Bool
 
 	// backlogMu guards backlog: per led partition, the oldest closed
 	// segment not yet uploaded and when it was first seen so.
@@ -122,8 +156,8 @@ func NewManager(opts ManagerOptions) *Manager {
 	opts.Clock = clock.Or(opts.Clock)
 	return &Manager{
 		opts: opts, cat: opts.Catalog, meta: opts.Meta, log: opts.Logger, clock: opts.Clock,
-		kick: make(chan struct{}, 1), parts: map[tierKey]*tierState{}, walRefs: map[string]int{},
-		walKick: make(chan struct{}, 1), backlog: map[tierKey]backlogEntry{},
+		kick: make(chan struct{}, 1), parts: map[tierKey]*tierState{}, walRefs: map[string]int{}, walDrop: map[walEntryID]bool{},
+		walKick: make(chan struct{}, 1), backlog: map[tierKey]backlogEntry{}, walBudget: walIndexBudget,
 		t: New(Options{
 			Store: opts.Objects, Meta: opts.Meta, Logger: opts.Logger, Now: opts.Clock.Now,
 			OrphanGrace: opts.OrphanGrace,
@@ -199,7 +233,7 @@ func (tg *Manager) current(key tierKey, p *partition.Partition) (*tierState, met
 	ok := st != nil && st.epoch == p.LeaderEpoch()
 	var man metastore.Manifest
 	if ok {
-		man = st.man
+		man = st.view()
 	}
 	tg.mu.Unlock()
 	if !ok {
@@ -223,7 +257,7 @@ func (tg *Manager) manifest(id metastore.TopicID, idx int32) (metastore.Manifest
 	if st == nil {
 		return metastore.Manifest{}, false
 	}
-	return st.man, true
+	return st.view(), true
 }
 
 // run uploads, expires and collects every TierInterval, and at once when
@@ -281,6 +315,7 @@ func (tg *Manager) round() {
 		return
 	}
 	led := tg.led(false)
+	tg.indexes = nil // read again after the elections this round acts on
 	keep := map[tierKey]bool{}
 	now := tg.clock.Now()
 	for _, lp := range led {
@@ -321,6 +356,14 @@ func (tg *Manager) round() {
 	if now.Sub(tg.lastSweep) >= tg.opts.OrphanGrace/2 {
 		tg.sweep(now)
 	}
+	if now.Sub(tg.lastPrune) >= walPruneInterval {
+		tg.lastPrune = now
+		ctx, cancel := context.WithTimeout(tg.ctx, time.Minute)
+		if err := tg.pruneWAL(ctx); err != nil && tg.ctx.Err() == nil {
+			tg.log.Warn("WAL index", "err", err)
+		}
+		cancel()
+	}
 }
 
 func (tg *Manager) partitionRound(ctx context.Context, lp ledPartition) error {
@@ -336,7 +379,7 @@ func (tg *Manager) partitionRound(ctx context.Context, lp ledPartition) error {
 	st := tg.parts[lp.key]
 	tg.mu.Unlock()
 	if st == nil || st.epoch != epoch {
-		man, err := tg.meta.Manifest(ctx, lp.key.id, lp.key.partition)
+		man, err := tg.loadManifest(ctx, lp, epoch)
 		if err != nil {
 			return err
 		}
@@ -437,7 +480,13 @@ func (tg *Manager) partitionRound(ctx context.Context, lp ledPartition) error {
 		if retention < 0 {
 			retention = -1
 		}
-		cur, _ := tg.snapshot(st)
+		// The stored manifest, not the view: shares only the WAL index
+		// holds are still in the local log and go with the segment upload
+		// that covers them; expiring them here would leave them pending,
+		// to be expired again at every round.
+		tg.mu.Lock()
+		cur := st.man
+		tg.mu.Unlock()
 		man, err := tg.t.Expire(ctx, lp.key.id, lp.key.partition, epoch, cur, retention, lp.cfg.retentionBytes)
 		if err != nil {
 			return err
@@ -462,7 +511,19 @@ func (tg *Manager) partitionRound(ctx context.Context, lp ledPartition) error {
 func (tg *Manager) snapshot(st *tierState) (metastore.Manifest, bool) {
 	tg.mu.Lock()
 	defer tg.mu.Unlock()
-	return st.man, st.fenced
+	return st.view(), st.fenced
+}
+
+// view is the partition's manifest with the WAL shares only the WAL index
+// references appended: what readers, uploads and flushes work from.
+// Writing it (an upload, an expiry) absorbs them. Holds tg.mu.
+func (st *tierState) view() metastore.Manifest {
+	if len(st.pending) == 0 {
+		return st.man
+	}
+	v := st.man
+	v.Segments = append(st.man.Segments[:len(st.man.Segments):len(st.man.Segments)], st.pending...)
+	return v
 }
 
 // setManifest caches a partition's newer manifest and deletes the WAL
@@ -472,11 +533,23 @@ func (tg *Manager) setManifest(k tierKey, st *tierState, man metastore.Manifest,
 	st.fenced = st.fenced || fenced
 	if man.Version < st.man.Version {
 		tg.mu.Unlock()
-		return // the WAL loop wrote a newer one meanwhile
+		return // a newer one was written meanwhile
 	}
+	before := st.view()
+	// Shares the stored manifest now covers (absorbed, or under a segment
+	// object) are no longer pending; those flushed after the write's
+	// snapshot still are.
+	end := End(man)
+	keep := st.pending[:0:0]
+	for _, r := range st.pending {
+		if r.NextOffset > end {
+			keep = append(keep, r)
+		}
+	}
+	st.man, st.pending = man, keep
 	var unused []string
-	now := WALObjects(man)
-	for obj := range WALObjects(st.man) {
+	now := WALObjects(st.view())
+	for obj := range WALObjects(before) {
 		if now[obj] {
 			continue
 		}
@@ -489,9 +562,11 @@ func (tg *Manager) setManifest(k tierKey, st *tierState, man metastore.Manifest,
 			}
 		}
 	}
-	st.man = man
 	tg.mu.Unlock()
 	for _, obj := range unused {
+		if tg.ctx.Err() != nil {
+			return // shutting down: the sweep deletes what is left unreferenced
+		}
 		ctx, cancel := context.WithTimeout(tg.ctx, time.Minute)
 		if err := tg.opts.Objects.Delete(ctx, obj); err != nil {
 			tg.log.Warn("delete WAL object", "object", obj, "err", err)

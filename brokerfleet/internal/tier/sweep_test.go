@@ -197,7 +197,8 @@ func TestSweepCollectsWhatNoLeaderReaches(t *testing.T) {
 	require.Zero(t, e.objects.Counts().Lists, "swept again before OrphanGrace/2")
 
 	// A sweep with nothing old to collect costs two listings and a topic
-	// listing; with an old referenced WAL object, the manifests of the
+	// listing; with an old referenced WAL object, the WAL indexes and the
+	// manifests of the
 	// object-durability topics as well.
 	require.True(t, e.exists(t, live))
 	e.clock.Advance(time.Second)
@@ -208,7 +209,8 @@ func TestSweepCollectsWhatNoLeaderReaches(t *testing.T) {
 	t.Logf("a sweep with nothing to collect: %+v, metastore %v", counts, ops)
 	require.Equal(t, int64(2), counts.Lists, "the bucket's prefixes and wal/")
 	require.Zero(t, counts.Deletes+counts.Gets+counts.Puts)
-	require.Equal(t, map[string]int{metastore.OpNameQuery: 2}, ops, "the topics, and the one object-durability partition's manifest")
+	delete(ops, metastore.OpNameGet) // this node's WAL index, when the round prunes it (every walPruneInterval)
+	require.Equal(t, map[string]int{metastore.OpNameQuery: 3}, ops, "the topics, the one object-durability partition's manifest, and the WAL indexes")
 }
 
 // Without Sweep, a broker sweeps only its own WAL objects.
@@ -272,3 +274,26 @@ func (e errorString) Error() string { return string(e) }
 type failDeletes struct{ objstore.Store }
 
 func (f *failDeletes) Delete(context.Context, string) error { return errInjected }
+
+// The sweep keeps the WAL objects that an index entry still needs (no
+// manifest has moved past it) and collects those whose entries are
+// superseded.
+func TestSweepKeepsWhatTheWALIndexNeeds(t *testing.T) {
+	e := newSweepEnv(t, true)
+	durable := e.createTopic(t, "durable", 1, map[string]string{topic.Durability: topic.DurabilityObject})
+	e.upload(t, durable.ID, 0, 0) // the manifest ends at 1
+	needed, covered := WALKey(3, "live", 2), WALKey(3, "live", 1)
+	for _, k := range []string{needed, covered} {
+		require.NoError(t, e.objects.Put(e.ctx, k, testBatch(0), objstore.PutOptions{}))
+	}
+	_, err := e.meta.PutWALIndex(e.ctx, metastore.WALIndex{Node: 3, Owner: "live", Entries: []metastore.WALEntry{
+		{Topic: durable.ID, Partition: 0, LeaderEpoch: 1, BaseOffset: 0, NextOffset: 1, Object: covered, Len: 1},
+		{Topic: durable.ID, Partition: 0, LeaderEpoch: 1, BaseOffset: 1, NextOffset: 2, Object: needed, Len: 1},
+	}})
+	require.NoError(t, err)
+	e.holds.Store(true)
+	e.clock.Advance(2 * sweepGrace)
+	e.tg.round()
+	require.True(t, e.exists(t, needed), "an index entry past the manifest's end needs it")
+	require.False(t, e.exists(t, covered), "its entry is below the manifest's end")
+}
