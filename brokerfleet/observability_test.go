@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/stratamq/strata/pkg/testenv"
@@ -221,6 +222,22 @@ func TestObservabilityMetricsExistInDev(t *testing.T) {
 	require.NoError(t, txn.BeginTransaction())
 	require.NoError(t, txn.ProduceSync(ctx, &kgo.Record{Topic: "observed", Value: []byte("never")}).FirstErr())
 	require.NoError(t, txn.EndTransaction(ctx, kgo.TryAbort))
+
+	// A share group holding records (the share backlog series of the
+	// partitions' leaders).
+	shareCfg := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "observing-share"
+	res.Configs = []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: "share.auto.offset.reset", Value: kmsg.StringPtr("earliest")}}
+	shareCfg.Resources = append(shareCfg.Resources, res)
+	_, err = shareCfg.RequestWith(ctx, cl)
+	require.NoError(t, err)
+	sc, err := kgo.NewClient(kgo.SeedBrokers(p.addrs...), kgo.ShareGroup("observing-share"), kgo.ConsumeTopics("observed"))
+	require.NoError(t, err)
+	defer sc.Close()
+	for got := 0; got == 0; {
+		got = len(sc.PollFetches(ctx).Records())
+	}
 
 	used := map[string][]string{} // metric -> where it is used
 	for _, g := range readRules(t).Groups {
