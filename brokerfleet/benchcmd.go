@@ -69,6 +69,7 @@ type benchFlags struct {
 	compaction, compactOnly   bool
 	compactSegment            int64
 	restartBytes              string
+	groups                    string
 	restartSegment            string
 	restartSegmentBytes       int64 // restartSegment parsed
 }
@@ -107,6 +108,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&f.tierOnly, "tier-only", false, "measure only the S3 tier")
 	fs.Int64Var(&f.tierSegment, "tier-segment-bytes", 64<<20, "segment.bytes of the S3-tier measurement")
 	fs.StringVar(&f.objectLatency, "object-latency", "s3-standard,s3-express", "the S3-tier measurement also times strata.durability=object with the stand-ins behind these S3 latency models (presets s3-standard, s3-express, or p50/p99 as 25ms/80ms), separated by commas, each with DynamoDB's latency (p50 4ms, p99 12ms) on the metastore; empty: none")
+	fs.StringVar(&f.groups, "groups", "", "afterwards, on the dev target: for each group size in this list (such as 1,10,50), classic and consumer protocol, the time from a member joining to its first record and the longest pause of the members already there")
 	fs.StringVar(&f.restartBytes, "restart-bytes", "0", "afterwards, write this much (RF 3, 12 partitions) to the dev target, kill -9 it, start it on the same data and time until it serves and until every partition is led with a full ISR (0: skip)")
 	fs.StringVar(&f.restartSegment, "restart-segment-bytes", "128MiB", "segment.bytes of the restart measurement's topic")
 	fs.BoolVar(&f.compaction, "compaction", false, "afterwards, measure compacted topics (one in-process broker: produce throughput to a cleanup.policy=delete topic and to a compact one while its cleaner runs, the cleaner's throughput)")
@@ -156,6 +158,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	diskBytes, err := parseSize(f.diskBytes)
 	if err != nil || diskBytes < 0 {
 		return usageError{fmt.Errorf("invalid value %q for flag -disk-bytes: %v", f.diskBytes, err)}
+	}
+	groupSizes, err := parseGroupSizes(f.groups)
+	if err != nil || (len(groupSizes) > 0 && !slices.Contains(targets, "dev")) {
+		return usageError{fmt.Errorf("invalid value %q for flag -groups: needs member counts and the dev target (%v)", f.groups, err)}
 	}
 	restartBytes, err := parseSize(f.restartBytes)
 	if err != nil || restartBytes < 0 || (restartBytes > 0 && !slices.Contains(targets, "dev")) {
@@ -271,6 +277,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			if t.Name == "dev" {
 				if rep.Idle, err = idleRun(ctx, t, f.idleParts, min(3, f.brokers), f.idleFor, stderr); err != nil {
 					failed = errors.Join(failed, fmt.Errorf("idle: %w", err))
+				}
+			}
+		}
+	}
+	if len(groupSizes) > 0 && ctx.Err() == nil {
+		for _, t := range live {
+			if t.Name == "dev" {
+				if rep.Groups, err = groupRun(ctx, t, groupSizes, stderr); err != nil {
+					failed = errors.Join(failed, fmt.Errorf("groups: %w", err))
 				}
 			}
 		}

@@ -20,7 +20,8 @@ import (
 // cluster given by -bootstrap, and checks the JSON report: every workload
 // on every target, record counts, sane percentiles, ratios against kfake
 // in the table, CPU and memory for the child processes only, the idle
-// measurement and the time to ready after a kill -9.
+// measurement, a group join of each protocol and the time to ready after
+// a kill -9.
 func TestBenchMeasuresEveryTarget(t *testing.T) {
 	other := startDev(t, t.TempDir())
 	out := filepath.Join(t.TempDir(), "bench.json")
@@ -28,7 +29,7 @@ func TestBenchMeasuresEveryTarget(t *testing.T) {
 	cmd := exec.Command(binPath, "bench", "-bytes", "2MiB", "-record-bytes", "100B,64KiB", "-keyed", "true",
 		"-partitions", "3", "-acks", "all", "-durability", "replicated,fsync", "-latency-samples", "50",
 		"-disk-bytes", "8MiB", "-idle-partitions", "30", "-idle-for", "1s", "-bootstrap", other.addr,
-		"-restart-bytes", "4MiB", "-restart-segment-bytes", "1MiB",
+		"-restart-bytes", "4MiB", "-restart-segment-bytes", "1MiB", "-groups", "2",
 		"-progress=false", "-json", out, "-profile", prof, "-data", t.TempDir())
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -81,6 +82,16 @@ func TestBenchMeasuresEveryTarget(t *testing.T) {
 	require.Greater(t, rep.Idle.RSSAfter, int64(0))
 	require.GreaterOrEqual(t, rep.Idle.CPUPercent, 0.0)
 
+	// A second member joined a group of each protocol and consumed.
+	require.Len(t, rep.Groups, 2)
+	for i, proto := range []string{"classic", "consumer"} {
+		g := rep.Groups[i]
+		require.Equal(t, proto, g.Protocol)
+		require.Equal(t, 2, g.Members)
+		require.Greater(t, g.JoinSeconds, 0.0)
+		require.GreaterOrEqual(t, g.MaxPauseSeconds, 0.0)
+	}
+
 	// The dev target was killed with SIGKILL and came back on its data.
 	require.NotNil(t, rep.Restart)
 	require.Equal(t, int64(4<<20), rep.Restart.LogBytes)
@@ -94,6 +105,7 @@ func TestBenchMeasuresEveryTarget(t *testing.T) {
 	require.Equal(t, 10, strings.Count(table, " p3 acks=all"), table)
 	require.Contains(t, table, "idle: 30 partitions")
 	require.Contains(t, table, "restart after kill -9: 4MiB")
+	require.Contains(t, table, "group join: consumer protocol, member 2 of 2")
 
 	for _, f := range []string{"dev.cpu.pprof", "dev.allocs.pprof", "client.cpu.pprof"} {
 		st, err := os.Stat(filepath.Join(prof, f))

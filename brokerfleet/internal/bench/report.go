@@ -18,9 +18,18 @@ type Report struct {
 	// The disk's sequential write bandwidth (MB/s) under the data
 	// directory and, divided by the replication factor, the physical limit
 	// of replicated produce on one machine.
-	DiskWriteMBps float64  `json:"disk_write_mbps,omitempty"`
-	Idle          *Idle    `json:"idle,omitempty"`
-	Restart       *Restart `json:"restart,omitempty"`
+	DiskWriteMBps float64     `json:"disk_write_mbps,omitempty"`
+	Idle          *Idle       `json:"idle,omitempty"`
+	Restart       *Restart    `json:"restart,omitempty"`
+	Groups        []GroupJoin `json:"groups,omitempty"`
+}
+
+// GroupJoin is one member joining a consumer group of Members-1.
+type GroupJoin struct {
+	Protocol        string  `json:"protocol"`          // classic or consumer (KIP-848)
+	Members         int     `json:"members"`           // with the new one
+	JoinSeconds     float64 `json:"join_seconds"`      // its client's start to its first record
+	MaxPauseSeconds float64 `json:"max_pause_seconds"` // the longest gap of an earlier member's records meanwhile
 }
 
 // Restart is a target's time to ready after kill -9.
@@ -103,6 +112,12 @@ func (r *Report) Table(w io.Writer) {
 	if i := r.Idle; i != nil {
 		fmt.Fprintf(w, "\nidle: %d partitions × RF %d on %s: %.2f%% of one core over %.0f s; RSS %d MiB → %d MiB (%.1f KiB per partition); created in %.1f s\n",
 			i.Partitions, i.RF, i.Target, i.CPUPercent, i.Seconds, i.RSSBefore>>20, i.RSSAfter>>20, float64(i.BytesPerPart)/1024, i.StartupSecond)
+	}
+	for _, g := range r.Groups {
+		fmt.Fprintf(w, "\ngroup join: %s protocol, member %d of %d: first record %.2f s after its start, earlier members paused at most %.2f s", g.Protocol, g.Members, g.Members, g.JoinSeconds, g.MaxPauseSeconds)
+	}
+	if len(r.Groups) > 0 {
+		fmt.Fprintln(w)
 	}
 	if x := r.Restart; x != nil {
 		fmt.Fprintf(w, "\nrestart after kill -9: %s of records × RF %d in %d partitions on %s: serving %.2f s after the start, every partition led with a full ISR after %.2f s\n",
