@@ -204,7 +204,12 @@ func TestServeEMFAndHealth(t *testing.T) {
 		require.Len(t, doc.AWS.CloudWatchMetrics, 1)
 		require.Equal(t, "Strata", doc.AWS.CloudWatchMetrics[0].Namespace)
 		require.Equal(t, [][]string{{"Cluster"}}, doc.AWS.CloudWatchMetrics[0].Dimensions)
-		require.Len(t, doc.AWS.CloudWatchMetrics[0].Metrics, 8)
+		var names []string
+		for _, m := range doc.AWS.CloudWatchMetrics[0].Metrics {
+			names = append(names, m.Name)
+		}
+		require.Equal(t, []string{"MaxConsumerGroupLag", "UnderReplicatedPartitions", "OfflinePartitions", "UnderMinIsrPartitions",
+			"ProduceErrors", "ProduceBytes", "FetchBytes", "S3UploadLagSeconds", "ShareRecordsAvailable", "ShareOldestAvailableAgeSeconds"}, names)
 		require.NotNil(t, doc.OfflinePartitions)
 		require.InDelta(t, time.Now().UnixMilli(), doc.AWS.Timestamp, float64(time.Minute.Milliseconds()))
 	}
