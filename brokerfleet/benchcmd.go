@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -432,8 +434,43 @@ func startTarget(ctx context.Context, name string, f benchFlags, dir string) (*b
 }
 
 // startTargetOn starts a target; fresh removes the dev target's data
-// first (a restart keeps it).
+// first (a restart keeps it). The dev target serves its brokers' metrics
+// on ports the bench picks (for the stage breakdown); one taken meanwhile
+// fails the start, which is tried again on others.
 func startTargetOn(ctx context.Context, name string, f benchFlags, dir string, fresh bool) (*benchTarget, error) {
+	for try := 1; ; try++ {
+		t, err := startTargetOnce(ctx, name, f, dir, fresh)
+		if err == nil || name != "dev" || try == 3 || ctx.Err() != nil {
+			return t, err
+		}
+	}
+}
+
+// freePorts returns the first of n consecutive ports on 127.0.0.1 that
+// were free a moment ago, below the kernel's ephemeral range (so no
+// outgoing connection takes one before the target binds it).
+func freePorts(n int) (int, error) {
+	for range 100 {
+		base := 12000 + mrand.IntN(2000)*4 // 12000-19999: apart from e2e's 20000-31999 too
+		var lns []net.Listener
+		for i := range n {
+			ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(base+i)))
+			if err != nil {
+				break
+			}
+			lns = append(lns, ln)
+		}
+		for _, ln := range lns {
+			ln.Close()
+		}
+		if len(lns) == n {
+			return base, nil
+		}
+	}
+	return 0, errors.New("no free ports for the dev target's metrics")
+}
+
+func startTargetOnce(ctx context.Context, name string, f benchFlags, dir string, fresh bool) (*benchTarget, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -446,8 +483,15 @@ func startTargetOn(ctx context.Context, name string, f benchFlags, dir string, f
 		if fresh {
 			os.RemoveAll(data) // every invocation starts on an empty cluster
 		}
-		args = []string{"dev", "-listen", "127.0.0.1:0", "-http", "", "-registry", "", "-data", data,
+		base, err := freePorts(f.brokers)
+		if err != nil {
+			return nil, err
+		}
+		args = []string{"dev", "-listen", "127.0.0.1:0", "-http", net.JoinHostPort("127.0.0.1", strconv.Itoa(base)), "-registry", "", "-data", data,
 			"-log-level", "warn", "-brokers", strconv.Itoa(f.brokers)}
+		for i := range f.brokers {
+			t.Metrics = append(t.Metrics, fmt.Sprintf("http://127.0.0.1:%d/metrics", base+i))
+		}
 		if f.profile != "" {
 			args = append(args, "-cpuprofile", filepath.Join(f.profile, "dev.cpu.pprof"), "-memprofile", filepath.Join(f.profile, "dev.allocs.pprof"))
 		}

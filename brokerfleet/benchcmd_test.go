@@ -66,6 +66,22 @@ func TestBenchMeasuresEveryTarget(t *testing.T) {
 		case "bootstrap":
 			require.Zero(t, r.PeakRSS, "no process to measure behind -bootstrap")
 		}
+		if r.Target == "dev" {
+			// The one-in-flight phase's stages, from dev's own metrics:
+			// each produce was appended, sent to both followers, acked by
+			// them, committed and answered.
+			got := map[string]bench.Stage{}
+			for _, s := range r.Stages {
+				got[s.Name] = s
+				require.True(t, 0 < s.P50 && s.P50 <= s.P99, "%s: %+v", r.Workload, s)
+			}
+			for _, name := range []string{"append", "follower_fetch_answered", "follower_append", "follower_acked", "high_watermark_advanced", "response_written"} {
+				require.GreaterOrEqual(t, got[name].Count, int64(50), "%s: stage %s of %+v", r.Workload, name, r.Stages)
+			}
+			require.GreaterOrEqual(t, got["follower_acked"].P50, got["follower_fetch_answered"].P50, "%s: acked after answered", r.Workload)
+		} else {
+			require.Empty(t, r.Stages, "%s: stages come from Strata's metrics", r.Target)
+		}
 		if r.Target == "kfake" {
 			require.Equal(t, 1, r.RF)
 			require.Empty(t, r.Durability)
@@ -102,7 +118,8 @@ func TestBenchMeasuresEveryTarget(t *testing.T) {
 	table := stdout.String()
 	require.Contains(t, table, "100B keyed p3 acks=all fsync")
 	require.Contains(t, table, "64KiB keyed p3 acks=all replicated")
-	require.Equal(t, 10, strings.Count(table, " p3 acks=all"), table)
+	require.Equal(t, 10, strings.Count(table, " p3 acks=all")-strings.Count(table, "stages, one in flight:"), table)
+	require.Equal(t, 4, strings.Count(table, "stages, one in flight:"), "one breakdown per dev workload: %s", table)
 	require.Contains(t, table, "idle: 30 partitions")
 	require.Contains(t, table, "restart after kill -9: 4MiB")
 	require.Contains(t, table, "group join: consumer protocol, member 2 of 2")

@@ -16,6 +16,9 @@ type Target struct {
 	RF     int   // replication factor of the benchmark topics
 	Proc   *Proc // the process serving it, for CPU and memory; nil if unknown
 	Strata bool  // takes strata.* topic configs (durability)
+	// Metrics are the brokers' Prometheus endpoints (Strata only), for
+	// the stage breakdown of the one-in-flight phase; nil: none.
+	Metrics []string
 }
 
 // Result is one workload's measurements on one target.
@@ -39,6 +42,9 @@ type Result struct {
 	// full (includes queueing in the client), and of one record at a time.
 	LoadedLatency      Latency `json:"produce_latency_loaded"`
 	OneInFlightLatency Latency `json:"produce_latency_one_in_flight"`
+	// Where the one-in-flight produces spent their time, from the
+	// target's own histograms (targets with Metrics only).
+	Stages []Stage `json:"produce_stages_one_in_flight,omitempty"`
 	// CPU of the serving process in cores (CPU seconds per second) while
 	// producing and consuming, and its peak resident memory over the
 	// workload; zero when the target's process is unknown.
@@ -124,6 +130,12 @@ func run(ctx context.Context, cfg Config, t Target, res *Result, progress func(i
 	res.ConsumeSeconds, res.ConsumeMBps = d.Seconds(), float64(res.Bytes)/1e6/d.Seconds()
 	res.ConsumeCPU = (c2 - c1).Seconds() / d.Seconds()
 
+	var stagesBefore stageCounts
+	if len(t.Metrics) > 0 {
+		if stagesBefore, err = scrapeStages(ctx, t.Metrics); err != nil {
+			return err
+		}
+	}
 	one := NewHist()
 	for i := 0; i < cfg.Latency; i++ {
 		r := &kgo.Record{Value: value}
@@ -148,6 +160,13 @@ func run(ctx context.Context, cfg Config, t Target, res *Result, progress func(i
 		one.Record(time.Since(t0))
 	}
 	res.OneInFlightLatency = one.Summary()
+	if len(t.Metrics) > 0 {
+		after, err := scrapeStages(ctx, t.Metrics)
+		if err != nil {
+			return err
+		}
+		res.Stages = stagesBetween(stagesBefore, after)
+	}
 	if t.Proc != nil {
 		if _, peak, err := t.Proc.Memory(); err == nil {
 			res.PeakRSS = peak

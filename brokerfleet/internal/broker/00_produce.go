@@ -22,6 +22,7 @@ import (
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
 	"github.com/stratamq/strata/brokerfleet/internal/txn"
+	"github.com/stratamq/strata/pkg/clock"
 	"github.com/stratamq/strata/pkg/segment"
 )
 
@@ -39,6 +40,7 @@ type produceWait struct {
 // handleProduce appends in arrival order and returns the function that
 // produces the response (nil for acks=0, which gets none).
 func handleProduce(b *Broker, cc *clientConn, req *kmsg.ProduceRequest) func() kmsg.Response {
+	start := b.clock.Now()
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	var waits []produceWait
 	for _, rt := range req.Topics {
@@ -72,6 +74,7 @@ func handleProduce(b *Broker, cc *clientConn, req *kmsg.ProduceRequest) func() k
 			}
 		}
 	}
+	b.metrics.ProduceAppended(clock.Since(b.clock, start))
 	if req.Acks == 0 {
 		return nil
 	}
@@ -84,6 +87,14 @@ func handleProduce(b *Broker, cc *clientConn, req *kmsg.ProduceRequest) func() k
 		}
 		ctx, cancel := context.WithTimeout(cc.ctx, time.Duration(max(req.TimeoutMillis, 0))*time.Millisecond)
 		defer cancel()
+		defer func() {
+			// The wake-up: from the last batch committing to here.
+			if w := waits[len(waits)-1]; w.resp.ErrorCode == 0 {
+				if d, ok := w.part.CommittedSince(w.end); ok {
+					b.metrics.ProduceWoken(d)
+				}
+			}
+		}()
 		for _, w := range waits {
 			err := w.part.WaitCommitted(ctx, w.end)
 			switch {

@@ -310,6 +310,9 @@ func (r *fetchRead) readPartition(s *catalog.Snapshot, fp *fetchsession.Part, to
 		b.reassignThrottle.Spend(len(data))
 	case replica:
 		data, err = p.ReadUncommitted(nil, fp.FetchOffset, max(limit, 0))
+		if len(data) > 0 {
+			p.ReplicaAnswered(req.ReplicaID, fp.FetchOffset)
+		}
 	default:
 		read := p.Read // read_uncommitted: up to the high watermark
 		if committed {

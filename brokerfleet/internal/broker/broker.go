@@ -166,14 +166,15 @@ func New(cfg Config) (*Broker, error) {
 	b.registry = schemaregistry.New(cfg.Meta, schemaregistry.Options{})
 	b.follower = replication.NewFollower(ctx, replication.Options{
 		NodeID: cfg.NodeID, Dial: cfg.Security.Dialer(cfg.DialPeer, cfg.NodeID), ReplicaLagMax: cfg.ReplicaLagMax,
-		Clock: cfg.Clock, Logger: b.log,
+		Clock: cfg.Clock, Logger: b.log, ObserveAppend: m.FollowerAppended,
 	})
 	if b.cat, err = catalog.New(catalog.Options{
 		Meta: cfg.Meta, NodeID: cfg.NodeID, Incarnation: cfg.Incarnation, Lease: lease,
 		DataDir: cfg.DataDir, FS: cfg.FS, Defaults: defaults, Clock: cfg.Clock, Logger: b.log,
-		OnApply:  b.applied,
-		OnRole:   func(st metastore.PartitionState) { m.RoleApplied(cfg.NodeID, st) },
-		OnRemove: b.topicRemoved,
+		OnApply:      b.applied,
+		OnRole:       func(st metastore.PartitionState) { m.RoleApplied(cfg.NodeID, st) },
+		OnRemove:     b.topicRemoved,
+		ObserveStage: m.ReplicationStage,
 	}); err != nil {
 		cancel()
 		return nil, err

@@ -444,6 +444,7 @@ func (b *Broker) writeResponses(nc net.Conn, cc *clientConn, queue <-chan *pendi
 		if p.wait != nil {
 			resp = p.wait()
 		}
+		waited := b.clock.Now()
 		throttle := max(p.throttle, chargeFetch(b, p.user, p.clientID, p.req, resp))
 		if throttle > 0 && resp != nil && p.raw == nil && !setThrottle(resp, throttle) {
 			// Before KIP-219 the broker held the response back.
@@ -490,6 +491,9 @@ func (b *Broker) writeResponses(nc net.Conn, cc *clientConn, queue <-chan *pendi
 		}
 		if throttle > 0 {
 			cc.muted.mute(b.clock.Now().Add(throttle))
+		}
+		if p.key == 0 && resp != nil {
+			b.metrics.ProduceResponded(clock.Since(b.clock, waited))
 		}
 		b.metrics.Responded(p.key, p.req, resp, clock.Since(b.clock, p.start))
 		inflight.Add(-1)

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/stratamq/strata/brokerfleet/internal/partition"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
@@ -49,6 +50,9 @@ type Options struct {
 	// OnRemove runs (in its own goroutine) for every topic whose logs were
 	// removed because it was deleted.
 	OnRemove func(metastore.Topic)
+	// ObserveStage, if set, times the replication stages of every local
+	// partition's newest append (partition.Options.Observe).
+	ObserveStage func(partition.Stage, time.Duration)
 }
 
 // Catalog owns the broker's view of the cluster; see the package comment.
@@ -331,7 +335,7 @@ func (c *Catalog) openPartition(t metastore.Topic, i int32, cfg topic.Config) (*
 	if err != nil {
 		return nil, fmt.Errorf("open %s-%d: %w", t.Name, i, err)
 	}
-	p, err := partition.New(partition.Options{Topic: t.Name, Index: i, Log: lg, Config: cfg, Now: c.opts.Clock.Now})
+	p, err := partition.New(partition.Options{Topic: t.Name, Index: i, Log: lg, Config: cfg, Now: c.opts.Clock.Now, Observe: c.opts.ObserveStage})
 	if err != nil {
 		lg.Close()
 		return nil, err

@@ -68,6 +68,8 @@ type Broker struct {
 	metaRequests *prometheus.CounterVec   // op, result
 	metaLatency  *prometheus.HistogramVec // op
 
+	stages *produceStages // stages.go
+
 	objects *objstore.Counting // the tier's object store, counted; nil without a tier
 
 	// controller is whether this broker held the controller lease at the
@@ -137,11 +139,12 @@ func New() *Broker {
 			Help: "Metastore operation latency, by operation.", Buckets: metastoreBuckets}, []string{"op"}),
 		txnAborts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_transaction_aborts_total",
 			Help: "Transaction aborts decided by this broker's transaction coordinator, by cause: client (EndTxn), timeout (transaction.timeout.ms ran out), fenced (a new instance of the transactional id)."}, []string{"cause"}),
-		led: map[partitionKey]int32{},
+		stages: newProduceStages(),
+		led:    map[partitionKey]int32{},
 	}
 	m.reg.MustRegister(m.requests, m.latency, m.errors, m.produceRecords, m.produceBytes,
 		m.fetchRecords, m.fetchBytes, m.replicaFetchBytes, m.isrShrinks, m.isrExpands, m.leaderElections,
-		m.tierUploads, m.tierUploadBytes, m.objectFlushes, m.objectFlushWrites, m.metaRequests, m.metaLatency)
+		m.tierUploads, m.tierUploadBytes, m.objectFlushes, m.objectFlushWrites, m.metaRequests, m.metaLatency, m.stages.vec)
 	// Both series exist from the start, so a rate over them is 0, not
 	// absent, on a broker that has not flushed yet.
 	m.objectFlushes.WithLabelValues("false")

@@ -47,6 +47,9 @@ type Options struct {
 	Log    *segment.Log // owned by the partition from now on
 	Config topic.Config
 	Now    func() time.Time // default time.Now
+	// Observe, if set, receives the replication stages of the newest
+	// append as a leader sees them (stages.go).
+	Observe func(Stage, time.Duration)
 }
 
 // Partition is one partition's leader state.
@@ -76,6 +79,11 @@ type Partition struct {
 	repMu sync.Mutex
 	rep   replication
 
+	observe     func(Stage, time.Duration) // nil: stages not timed
+	markEnd     atomic.Int64               // the newest append's end (stages.go)
+	markAt      atomic.Int64               // its time, in Unix nanoseconds
+	committedAt atomic.Int64               // when the high watermark passed it; 0: not yet
+
 	watchMu        sync.Mutex
 	watchers       map[chan struct{}]struct{} // high watermark / log start moved
 	appendWatchers map[chan struct{}]struct{} // log end moved
@@ -97,6 +105,7 @@ func New(o Options) (*Partition, error) {
 		index:          o.Index,
 		log:            o.Log,
 		now:            o.Now,
+		observe:        o.Observe,
 		producers:      producers{},
 		txns:           newTxnState(),
 		watchers:       map[chan struct{}]struct{}{},
@@ -230,6 +239,7 @@ func (p *Partition) AppendTxn(batch []byte, h segment.Header, g *TxnGuard) (Appe
 		p.txnMu.Unlock()
 	}
 	p.snapshotOnRollLocked()
+	p.markAppend(h.LastOffset() + 1)
 	p.durableAfterAppendLocked(cfg.Durability)
 	p.notifyAppend() // followers long-polling for new data
 	return AppendResult{BaseOffset: base, LastOffset: h.LastOffset(), LogAppendTime: appendTime,
@@ -288,6 +298,12 @@ func (p *Partition) advanceHWM(off int64) {
 			return
 		}
 		if p.hwm.CompareAndSwap(cur, off) {
+			if p.observe != nil {
+				if d, ok := p.since(cur, off); ok {
+					p.committedAt.Store(p.now().UnixNano())
+					p.observe(StageCommitted, d)
+				}
+			}
 			break
 		}
 	}

@@ -16,6 +16,7 @@ type replica struct {
 	leo        int64     // the follower holds every offset below this
 	logStart   int64     // its local log start, as its last fetch said (-1: unknown)
 	caughtUpAt time.Time // last time its fetch reached our log end (monotonic)
+	answered   int64     // the newest append it was sent (stages.go)
 }
 
 // replication is the partition's role as the control plane assigns it.
@@ -127,11 +128,17 @@ func (p *Partition) ReplicaFetched(id int32, fetchOffset, logStart int64) error 
 			p.rep.followers[id] = f
 		}
 	}
+	prev := f.leo
 	f.leo, f.logStart, f.fetched = fetchOffset, logStart, true
 	if fetchOffset >= leo {
 		f.caughtUpAt = p.now()
 	}
 	p.repMu.Unlock()
+	if p.observe != nil {
+		if d, ok := p.since(prev, fetchOffset); ok {
+			p.observe(StageFollowerAcked, d)
+		}
+	}
 	p.recomputeHWM()
 	return nil
 }

@@ -54,6 +54,9 @@ type Options struct {
 	Clock clock.Clock
 	// Logger receives operational logs; nil means slog.Default().
 	Logger *slog.Logger
+	// ObserveAppend, if set, times each fetch answer from its arrival to
+	// its records appended (and synced, for fsync topics).
+	ObserveAppend func(time.Duration)
 }
 
 // fetchLoop pulls every partition led by one broker, over one connection:
@@ -277,6 +280,7 @@ func (r *Follower) run(ctx context.Context, l *fetchLoop) {
 			}
 			continue
 		}
+		arrived := r.clock.Now()
 		fr := resp.(*kmsg.FetchResponse)
 		if !sess.answered(fr) {
 			if fr.ErrorCode != kerr.FetchSessionIDNotFound.Code && fr.ErrorCode != kerr.InvalidFetchSessionEpoch.Code {
@@ -285,7 +289,11 @@ func (r *Follower) run(ctx context.Context, l *fetchLoop) {
 			}
 			continue // a session error: a full fetch at once
 		}
-		if !r.apply(parts, fr, truncatedAt, log) {
+		progressed, appended := r.apply(parts, fr, truncatedAt, log)
+		if appended && r.opts.ObserveAppend != nil {
+			r.opts.ObserveAppend(clock.Since(r.clock, arrived))
+		}
+		if !progressed {
 			clock.Sleep(ctx, r.clock, replicaBackoff)
 		}
 	}
@@ -389,10 +397,11 @@ func (r *Follower) fetchRequest(parts []followed, sess *fetchSession, wait time.
 }
 
 // apply appends what the leader sent. It returns false when nothing
-// progressed because of errors, so the loop backs off.
+// progressed because of errors, so the loop backs off, and whether any
+// records were appended.
 func (r *Follower) apply(parts []followed, resp *kmsg.FetchResponse, truncatedAt map[partKey]int32, log interface {
 	Warn(string, ...any)
-}) bool {
+}) (progressed, appendedAny bool) {
 	byKey := map[string]map[int32]followed{}
 	for _, f := range parts {
 		if byKey[f.topic] == nil {
@@ -401,9 +410,8 @@ func (r *Follower) apply(parts []followed, resp *kmsg.FetchResponse, truncatedAt
 		byKey[f.topic][f.index] = f
 	}
 	if resp.ErrorCode != 0 {
-		return false
+		return false, false
 	}
-	progressed := false
 	var appended []*partition.Partition // fsync durability, to sync
 	for _, rt := range resp.Topics {
 		for _, rp := range rt.Partitions {
@@ -447,6 +455,7 @@ func (r *Follower) apply(parts []followed, resp *kmsg.FetchResponse, truncatedAt
 				continue
 			}
 			progressed = true
+			appendedAny = appendedAny || len(rp.RecordBatches) > 0
 			if p.Fsync() {
 				appended = append(appended, p)
 			}
@@ -466,5 +475,5 @@ func (r *Follower) apply(parts []followed, resp *kmsg.FetchResponse, truncatedAt
 		}()
 	}
 	wg.Wait()
-	return progressed || len(resp.Topics) == 0
+	return progressed || len(resp.Topics) == 0, appendedAny
 }

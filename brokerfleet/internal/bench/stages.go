@@ -1,0 +1,176 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
+// StageMetric is the broker histogram the stage breakdown reads.
+const StageMetric = "strata_produce_stage_seconds"
+
+// stageOrder is the order of a produce's stages, for the report.
+var stageOrder = []string{"append", "follower_fetch_answered", "follower_append", "follower_acked", "high_watermark_advanced", "producer_woken", "response_written"}
+
+// Stage is one produce stage's share of the one-in-flight phase, from the
+// target's own histograms (Strata only): follower_fetch_answered,
+// follower_acked and high_watermark_advanced count from the leader's
+// append; the others are durations of their own.
+type Stage struct {
+	Name  string  `json:"stage"`
+	Count int64   `json:"count"`
+	P50   float64 `json:"p50_us"`
+	P99   float64 `json:"p99_us"`
+}
+
+// stageCounts is, per stage, the cumulative count of each bucket (keyed
+// by its upper bound, +Inf included), summed over a target's brokers.
+type stageCounts map[string]map[float64]uint64
+
+// scrapeStages reads StageMetric from every metrics URL.
+func scrapeStages(ctx context.Context, urls []string) (stageCounts, error) {
+	out := stageCounts{}
+	for _, u := range urls {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		fams, err := parseMetrics(resp.Body)
+		resp.Body.Close()
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("metrics of %s: %w", u, err)
+		}
+		fam := fams[StageMetric]
+		if fam == nil {
+			return nil, fmt.Errorf("metrics of %s: no %s", u, StageMetric)
+		}
+		for _, m := range fam.GetMetric() {
+			stage := ""
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "stage" {
+					stage = l.GetValue()
+				}
+			}
+			h := m.GetHistogram()
+			if h == nil || stage == "" {
+				continue
+			}
+			b := out[stage]
+			if b == nil {
+				b = map[float64]uint64{}
+				out[stage] = b
+			}
+			for _, bk := range h.GetBucket() {
+				if !math.IsInf(bk.GetUpperBound(), 1) { // the text format lists +Inf too
+					b[bk.GetUpperBound()] += bk.GetCumulativeCount()
+				}
+			}
+			b[math.Inf(1)] += h.GetSampleCount()
+		}
+	}
+	return out, nil
+}
+
+func parseMetrics(r io.Reader) (map[string]*dto.MetricFamily, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return p.TextToMetricFamilies(r)
+}
+
+// stagesBetween returns each stage's percentiles over what was observed
+// between two scrapes, interpolated within buckets as Prometheus's
+// histogram_quantile does.
+func stagesBetween(before, after stageCounts) []Stage {
+	var out []Stage
+	for _, name := range stageOrder {
+		a := after[name]
+		if a == nil {
+			continue
+		}
+		bounds := make([]float64, 0, len(a))
+		for ub := range a {
+			bounds = append(bounds, ub)
+		}
+		sort.Float64s(bounds)
+		cum := make([]uint64, len(bounds))
+		for i, ub := range bounds {
+			cum[i] = a[ub] - before[name][ub]
+		}
+		total := cum[len(cum)-1]
+		if total == 0 {
+			continue
+		}
+		out = append(out, Stage{Name: name, Count: int64(total),
+			P50: 1e6 * bucketQuantile(0.5, bounds, cum), P99: 1e6 * bucketQuantile(0.99, bounds, cum)})
+	}
+	return out
+}
+
+// bucketQuantile is histogram_quantile over sorted upper bounds (the last
+// +Inf) and their cumulative counts.
+func bucketQuantile(q float64, bounds []float64, cum []uint64) float64 {
+	total := float64(cum[len(cum)-1])
+	rank := q * total
+	for i, c := range cum {
+		if float64(c) < rank {
+			continue
+		}
+		if math.IsInf(bounds[i], 1) {
+			if i == 0 {
+				return 0
+			}
+			return bounds[i-1] // beyond the last finite bound
+		}
+		lo, below := 0.0, 0.0
+		if i > 0 {
+			lo, below = bounds[i-1], float64(cum[i-1])
+		}
+		if float64(c) == below {
+			return bounds[i]
+		}
+		return lo + (bounds[i]-lo)*(rank-below)/(float64(c)-below)
+	}
+	return bounds[len(bounds)-1]
+}
+
+// stageTable writes the stage breakdown of every result that has one.
+func (r *Report) stageTable(w io.Writer) {
+	for _, res := range r.Results {
+		if len(res.Stages) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\nstages, one in flight: %s on %s (p50 / p99 ms; the client saw %.2f / %.2f)\n", res.Workload, res.Target,
+			float64(res.OneInFlightLatency.P50)/1000, float64(res.OneInFlightLatency.P99)/1000)
+		for _, s := range res.Stages {
+			fmt.Fprintf(w, "  %-26s %7.3f / %7.3f   (%d)\n", s.Name, s.P50/1000, s.P99/1000, s.Count)
+		}
+	}
+	if r.hasStages() {
+		fmt.Fprintln(w, "follower_fetch_answered, follower_acked and high_watermark_advanced count from the leader's append of the newest batch; the others are stages of their own.")
+	}
+}
+
+func (r *Report) hasStages() bool {
+	for _, res := range r.Results {
+		if len(res.Stages) > 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,31 @@
+package bench
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestStagesBetweenScrapes: percentiles come from the difference of two
+// scrapes, interpolated within buckets, in the stages' order.
+func TestStagesBetweenScrapes(t *testing.T) {
+	inf := math.Inf(1)
+	before := stageCounts{"append": {0.001: 10, 0.002: 10, inf: 10}}
+	after := stageCounts{
+		"append":           {0.001: 60, 0.002: 110, inf: 110}, // 50 in (0, 1 ms], 50 in (1, 2 ms]
+		"response_written": {0.001: 0, 0.002: 100, inf: 100},  // all in (1, 2 ms]
+		"follower_acked":   {0.001: 0, 0.002: 0, inf: 0},      // nothing: left out
+		"unknown_stage":    {0.001: 5, inf: 5},                // not a stage of the report
+	}
+	got := stagesBetween(before, after)
+	require.Len(t, got, 2)
+	require.Equal(t, "append", got[0].Name)
+	require.EqualValues(t, 100, got[0].Count)
+	require.InDelta(t, 1000, got[0].P50, 1e-6) // the 50th of 100 is the top of the first bucket
+	require.InDelta(t, 1980, got[0].P99, 1e-6) // 49 of 50 into (1, 2 ms]
+	require.Equal(t, "response_written", got[1].Name)
+	require.InDelta(t, 1500, got[1].P50, 1e-6)
+	// Beyond the last finite bound: that bound.
+	require.InDelta(t, 0.002, bucketQuantile(0.99, []float64{0.001, 0.002, inf}, []uint64{0, 1, 100}), 1e-12)
+}
