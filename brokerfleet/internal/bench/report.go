@@ -55,7 +55,10 @@ type ShareRun struct {
 	// confirmation: kgo's FlushAcks (share) or CommitUncommittedOffsets
 	// (classic).
 	AckLatency Latency `json:"ack_latency"`
-	AckErrors  int64   `json:"ack_errors"` // acknowledgements (or commits) refused; their records were read again
+	// AckErrors counts share partitions whose acknowledgement the broker
+	// refused (their records are delivered again and count once they are
+	// confirmed) or classic commits that failed (a later one covers them).
+	AckErrors int64 `json:"ack_errors"`
 	// Metastore writes (put, add, delete, transact: every result) by all
 	// brokers from the first consumer's start to the last confirmation,
 	// and per 1,000 distinct records.
