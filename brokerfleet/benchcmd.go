@@ -74,6 +74,8 @@ type benchFlags struct {
 	groups                    string
 	restartSegment            string
 	restartSegmentBytes       int64 // restartSegment parsed
+	share, shareBytes         string
+	shareCounts               []int // share parsed: the dev target serves metrics when set
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -113,6 +115,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&f.groups, "groups", "", "afterwards, on the dev target: for each group size in this list (such as 1,10,50), classic and consumer protocol, the time from a member joining to its first record and the longest pause of the members already there")
 	fs.StringVar(&f.restartBytes, "restart-bytes", "0", "afterwards, write this much (RF 3, 12 partitions) to the dev target, kill -9 it, start it on the same data and time until it serves and until every partition is led with a full ISR (0: skip)")
 	fs.StringVar(&f.restartSegment, "restart-segment-bytes", "128MiB", "segment.bytes of the restart measurement's topic")
+	fs.StringVar(&f.share, "share", "", "afterwards, on the dev target: for each consumer count in this list (such as 1,4,16), a share group and then a classic group of that many consumers read a 12-partition topic (RF 3) in full, acknowledging every poll; consume MB/s and records/s, acknowledgement latency p50/p99 and metastore writes per 1,000 records (empty: skip)")
+	fs.StringVar(&f.shareBytes, "share-bytes", "256MiB", "records (1 KiB values) the -share measurement's topic holds")
 	fs.BoolVar(&f.compaction, "compaction", false, "afterwards, measure compacted topics (one in-process broker: produce throughput to a cleanup.policy=delete topic and to a compact one while its cleaner runs, the cleaner's throughput)")
 	fs.BoolVar(&f.compactOnly, "compaction-only", false, "measure only compacted topics")
 	fs.Int64Var(&f.compactSegment, "compaction-segment-bytes", 8<<20, "segment.bytes of the compaction measurement")
@@ -171,6 +175,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if f.restartSegmentBytes, err = parseSize(f.restartSegment); err != nil || f.restartSegmentBytes < 1<<20 {
 		return usageError{fmt.Errorf("invalid value %q for flag -restart-segment-bytes: want a size of 1MiB or more (%v)", f.restartSegment, err)}
+	}
+	if f.shareCounts, err = parseShareCounts(f.share); err != nil || (len(f.shareCounts) > 0 && !slices.Contains(targets, "dev")) {
+		return usageError{fmt.Errorf("invalid value %q for flag -share: needs consumer counts and the dev target (%v)", f.share, err)}
+	}
+	shareBytes, err := parseSize(f.shareBytes)
+	if err != nil || shareBytes < 1<<20 {
+		return usageError{fmt.Errorf("invalid value %q for flag -share-bytes: want a size of 1MiB or more (%v)", f.shareBytes, err)}
 	}
 	if f.idleParts < 0 || (f.idleParts > 0 && !slices.Contains(targets, "dev")) {
 		return usageError{fmt.Errorf("invalid value %d for flag -idle-partitions: needs a positive count and the dev target", f.idleParts)}
@@ -288,6 +299,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			if t.Name == "dev" {
 				if rep.Groups, err = groupRun(ctx, t, groupSizes, stderr); err != nil {
 					failed = errors.Join(failed, fmt.Errorf("groups: %w", err))
+				}
+			}
+		}
+	}
+	if len(f.shareCounts) > 0 && ctx.Err() == nil {
+		for _, t := range live {
+			if t.Name == "dev" {
+				if rep.Share, err = shareRun(ctx, t, f.shareCounts, shareBytes, f.timeout, stderr); err != nil {
+					failed = errors.Join(failed, err)
 				}
 			}
 		}

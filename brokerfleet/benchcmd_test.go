@@ -160,3 +160,52 @@ func TestBenchCompaction(t *testing.T) {
 	require.ErrorAs(t, err, &exit)
 	require.Equal(t, 2, exit.ExitCode(), "-compaction-only with -tier is a usage error")
 }
+
+// TestBenchShareGroups runs the share-group measurement on a tiny topic
+// (2 MiB of 1 KiB records in 12 partitions): for 1 and 2 consumers a
+// share group and a classic group each read every record once, the
+// brokers counted every offset acknowledged, and the figures are filled.
+func TestBenchShareGroups(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "bench.json")
+	cmd := exec.Command(binPath, "bench", "-targets", "dev", "-bytes", "1MiB", "-latency-samples", "10", "-disk-bytes", "0",
+		"-share", "1,2", "-share-bytes", "2MiB", "-progress=false", "-json", out, "-data", t.TempDir())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "stderr: %s", stderr.String())
+	t.Log("\n" + stdout.String())
+
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	var rep bench.Report
+	require.NoError(t, json.Unmarshal(b, &rep))
+	s := rep.Share
+	require.NotNil(t, s)
+	require.Equal(t, 12, s.Partitions)
+	require.Equal(t, 3, s.RF)
+	require.Equal(t, int64(2<<20)/1024, s.Records)
+	require.Len(t, s.Runs, 4, "share and classic for each of 1 and 2 consumers")
+	for i, r := range s.Runs {
+		require.Equal(t, []int{1, 1, 2, 2}[i], r.Consumers)
+		require.Equal(t, []string{"share", "classic"}[i%2], r.Group)
+		require.Equal(t, s.Records, r.Records, "%s group of %d: every record acknowledged once", r.Group, r.Consumers)
+		require.GreaterOrEqual(t, r.Deliveries, r.Records)
+		require.True(t, r.Active >= 1 && r.Active <= r.Consumers, "%+v", r)
+		require.Positive(t, r.MBps)
+		require.InDelta(t, r.RecordsPerSec, float64(r.Records)/r.Seconds, 1)
+		l := r.AckLatency
+		require.Positive(t, l.Count)
+		require.True(t, 0 < l.P50 && l.P50 <= l.P99 && l.P99 <= l.Max, "%+v", l)
+		require.Positive(t, r.MetastoreWrites, "%s group of %d", r.Group, r.Consumers)
+		require.InDelta(t, float64(r.MetastoreWrites)*1000/float64(r.Records), r.WritesPerThousand, 1e-9)
+		if r.Group == "share" {
+			require.Equal(t, r.Records, r.BrokerAcked, "the brokers counted every acknowledgement")
+			require.Positive(t, r.ShareStateWrites)
+			require.LessOrEqual(t, r.ShareStateWrites, r.MetastoreWrites)
+		} else {
+			require.Zero(t, r.BrokerAcked)
+		}
+	}
+	table := stdout.String()
+	require.Contains(t, table, "share groups: 2048 records of 1KiB in 12 partitions × RF 3 on dev")
+	require.Contains(t, table, "metastore writes/1,000")
+}

@@ -193,13 +193,17 @@ func groupJoin(ctx context.Context, t *benchTarget, topic, group string, consume
 	return res, nil
 }
 
-// parseGroupSizes parses -groups: group sizes, each at least 1.
-func parseGroupSizes(list string) ([]int, error) {
+// parseGroupSizes parses -groups: group sizes, each from 1 to 60.
+func parseGroupSizes(list string) ([]int, error) { return parseCounts(list, "member", 60) }
+
+// parseCounts parses a comma-separated list of counts of what, each from
+// 1 to most.
+func parseCounts(list, what string, most int) ([]int, error) {
 	var out []int
 	for _, s := range splitList(list) {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 60 {
-			return nil, fmt.Errorf("%q: want a member count from 1 to 60", s)
+		if err != nil || n < 1 || n > most {
+			return nil, fmt.Errorf("%q: want a %s count from 1 to %d", s, what, most)
 		}
 		out = append(out, n)
 	}

@@ -22,6 +22,52 @@ type Report struct {
 	Idle          *Idle       `json:"idle,omitempty"`
 	Restart       *Restart    `json:"restart,omitempty"`
 	Groups        []GroupJoin `json:"groups,omitempty"`
+	Share         *Share      `json:"share,omitempty"`
+}
+
+// Share is the share-group measurement: one topic, read in full by a
+// share group and by a classic consumer group of each consumer count.
+type Share struct {
+	Target      string     `json:"target"`
+	Partitions  int        `json:"partitions"`
+	RF          int        `json:"replication_factor"`
+	Records     int64      `json:"records"` // in the topic
+	RecordBytes int        `json:"record_bytes"`
+	Runs        []ShareRun `json:"runs"` // per consumer count: the share group, then the classic group
+}
+
+// ShareRun is one group of Consumers reading the whole topic: each
+// consumer (its own client) polls, acknowledges what it got (share:
+// ACCEPT each record, then FlushAcks; classic: a synchronous commit) and
+// polls again.
+type ShareRun struct {
+	Group     string `json:"group"` // share or classic
+	Consumers int    `json:"consumers"`
+	Active    int    `json:"active_consumers"` // consumers that got records (classic: at most one per partition)
+	// Records is the distinct records read and acknowledged (or
+	// committed); Deliveries counts redeliveries too.
+	Records       int64   `json:"records"`
+	Deliveries    int64   `json:"deliveries"`
+	Seconds       float64 `json:"seconds"` // from the first record to the last acknowledgement confirmed
+	MBps          float64 `json:"mbps"`    // MB/s (10^6 bytes) of record values
+	RecordsPerSec float64 `json:"records_per_second"`
+	// AckLatency times each poll's acknowledgement from sending to its
+	// confirmation: kgo's FlushAcks (share) or CommitUncommittedOffsets
+	// (classic).
+	AckLatency Latency `json:"ack_latency"`
+	// AckErrors counts share partitions whose acknowledgement the broker
+	// refused (their records are delivered again and count once they are
+	// confirmed) or classic commits that failed (a later one covers them).
+	AckErrors int64 `json:"ack_errors"`
+	// Metastore writes (put, add, delete, transact: every result) by all
+	// brokers from the first consumer's start to the last confirmation,
+	// and per 1,000 distinct records.
+	MetastoreWrites   int64   `json:"metastore_writes"`
+	WritesPerThousand float64 `json:"metastore_writes_per_1000_records"`
+	// Share only, from the brokers' metrics over the same span: the share
+	// state writes and the offsets acknowledged.
+	ShareStateWrites int64 `json:"share_state_writes,omitempty"`
+	BrokerAcked      int64 `json:"broker_acknowledged,omitempty"`
 }
 
 // GroupJoin is one member joining a consumer group of Members-1.
@@ -120,8 +166,32 @@ func (r *Report) Table(w io.Writer) {
 	if len(r.Groups) > 0 {
 		fmt.Fprintln(w)
 	}
+	if s := r.Share; s != nil {
+		s.table(w)
+	}
 	if x := r.Restart; x != nil {
 		fmt.Fprintf(w, "\nrestart after kill -9: %s of records × RF %d in %d partitions on %s: serving %.2f s after the start, every partition led with a full ISR after %.2f s\n",
 			Size(x.LogBytes), x.RF, x.Partitions, x.Target, x.ServeSeconds, x.ISRSeconds)
+	}
+}
+
+// table writes the share-group section.
+func (s *Share) table(w io.Writer) {
+	fmt.Fprintf(w, "\nshare groups: %d records of %s in %d partitions × RF %d on %s, read in full by each group\n",
+		s.Records, Size(int64(s.RecordBytes)), s.Partitions, s.RF, s.Target)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "consumers\tgroup\tactive\tMB/s\trecords/s\tack p50 ms\tack p99 ms\tmetastore writes/1,000\tredelivered\t")
+	ms := func(us int64) string { return fmt.Sprintf("%.2f", float64(us)/1000) }
+	idle := false
+	for _, r := range s.Runs {
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%.1f\t%.0f\t%s\t%s\t%.1f\t%d\t\n", r.Consumers, r.Group, r.Active, r.MBps, r.RecordsPerSec,
+			ms(r.AckLatency.P50), ms(r.AckLatency.P99), r.WritesPerThousand, r.Deliveries-r.Records)
+		idle = idle || (r.Group == "classic" && r.Consumers > s.Partitions)
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "ack: one per poll, from sending to confirmation (share: ACCEPT every record, then FlushAcks; classic: CommitUncommittedOffsets).")
+	fmt.Fprintln(w, "MB/s, records/s: from the first record to the last confirmation; metastore writes by all brokers over the same span.")
+	if idle {
+		fmt.Fprintf(w, "classic: a partition has one consumer, so consumers beyond the %d partitions are idle.\n", s.Partitions)
 	}
 }

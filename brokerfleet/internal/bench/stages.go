@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -36,39 +37,62 @@ type Stage struct {
 // by its upper bound, +Inf included), summed over a target's brokers.
 type stageCounts map[string]map[float64]uint64
 
-// scrapeStages reads StageMetric from every metrics URL.
-func scrapeStages(ctx context.Context, urls []string) (stageCounts, error) {
-	out := stageCounts{}
+// Scrape reads every metrics URL (Prometheus text format): one family
+// map per URL.
+func Scrape(ctx context.Context, urls []string) ([]map[string]*dto.MetricFamily, error) {
+	var out []map[string]*dto.MetricFamily
 	for _, u := range urls {
-		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		fams, err := parseMetrics(resp.Body)
-		resp.Body.Close()
-		cancel()
+		fams, err := scrapeOne(ctx, u)
 		if err != nil {
 			return nil, fmt.Errorf("metrics of %s: %w", u, err)
 		}
+		out = append(out, fams)
+	}
+	return out, nil
+}
+
+func scrapeOne(ctx context.Context, u string) (map[string]*dto.MetricFamily, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, errors.New(resp.Status)
+	}
+	return parseMetrics(resp.Body)
+}
+
+// Label returns the value of a metric's label name ("" if it has none).
+func Label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// scrapeStages reads StageMetric from every metrics URL.
+func scrapeStages(ctx context.Context, urls []string) (stageCounts, error) {
+	scraped, err := Scrape(ctx, urls)
+	if err != nil {
+		return nil, err
+	}
+	out := stageCounts{}
+	for i, fams := range scraped {
 		fam := fams[StageMetric]
 		if fam == nil {
-			return nil, fmt.Errorf("metrics of %s: no %s", u, StageMetric)
+			return nil, fmt.Errorf("metrics of %s: no %s", urls[i], StageMetric)
 		}
 		for _, m := range fam.GetMetric() {
-			stage := ""
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "stage" {
-					stage = l.GetValue()
-				}
-			}
-			h := m.GetHistogram()
+			stage, h := Label(m, "stage"), m.GetHistogram()
 			if h == nil || stage == "" {
 				continue
 			}
