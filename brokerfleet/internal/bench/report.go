@@ -156,6 +156,7 @@ func (r *Report) Table(w io.Writer) {
 		fmt.Fprintf(w, "of limit: produce throughput / (the disk's sequential write bandwidth, %.0f MB/s, / the replication factor): one machine's physical limit.\n", r.DiskWriteMBps)
 	}
 	r.stageTable(w)
+	r.scalingTable(w)
 	if i := r.Idle; i != nil {
 		fmt.Fprintf(w, "\nidle: %d partitions × RF %d on %s: %.2f%% of one core over %.0f s; RSS %d MiB → %d MiB (%.1f KiB per partition); created in %.1f s\n",
 			i.Partitions, i.RF, i.Target, i.CPUPercent, i.Seconds, i.RSSBefore>>20, i.RSSAfter>>20, float64(i.BytesPerPart)/1024, i.StartupSecond)

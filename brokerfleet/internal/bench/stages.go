@@ -198,3 +198,40 @@ func (r *Report) hasStages() bool {
 	}
 	return false
 }
+
+// scalingTable writes, for every workload run at several partition
+// counts on one target, its throughput at each count relative to the
+// fewest partitions (the same bytes spread over more partitions).
+func (r *Report) scalingTable(w io.Writer) {
+	type family struct {
+		target, acks, durability string
+		recordBytes              int
+		keyed                    bool
+		records                  int64
+	}
+	byFamily := map[family][]Result{}
+	var order []family
+	for _, res := range r.Results {
+		if res.Error != "" {
+			continue
+		}
+		f := family{res.Target, res.Acks, res.Durability, res.RecordBytes, res.Keyed, res.Records}
+		if byFamily[f] == nil {
+			order = append(order, f)
+		}
+		byFamily[f] = append(byFamily[f], res)
+	}
+	for _, f := range order {
+		rs := byFamily[f]
+		if len(rs) < 2 {
+			continue
+		}
+		sort.SliceStable(rs, func(i, j int) bool { return rs[i].Partitions < rs[j].Partitions })
+		base := rs[0]
+		fmt.Fprintf(w, "\npartition scaling on %s (%s, as p%d):", f.target, base.Workload, base.Partitions)
+		for _, res := range rs[1:] {
+			fmt.Fprintf(w, " p%d produce %.2f× consume %.2f×;", res.Partitions, res.ProduceMBps/base.ProduceMBps, res.ConsumeMBps/base.ConsumeMBps)
+		}
+		fmt.Fprintln(w)
+	}
+}

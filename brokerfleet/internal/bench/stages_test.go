@@ -2,6 +2,7 @@ package bench
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -28,4 +29,17 @@ func TestStagesBetweenScrapes(t *testing.T) {
 	require.InDelta(t, 1500, got[1].P50, 1e-6)
 	// Beyond the last finite bound: that bound.
 	require.InDelta(t, 0.002, bucketQuantile(0.99, []float64{0.001, 0.002, inf}, []uint64{0, 1, 100}), 1e-12)
+}
+
+// TestScalingTable: a workload at several partition counts is compared
+// with its fewest partitions, per target.
+func TestScalingTable(t *testing.T) {
+	r := &Report{Results: []Result{
+		{Target: "dev", Workload: "1KiB unkeyed p12 acks=all", Partitions: 12, Acks: "all", RecordBytes: 1024, Records: 10, ProduceMBps: 200, ConsumeMBps: 400},
+		{Target: "dev", Workload: "1KiB unkeyed p1000 acks=all", Partitions: 1000, Acks: "all", RecordBytes: 1024, Records: 10, ProduceMBps: 160, ConsumeMBps: 100},
+		{Target: "kfake", Workload: "1KiB unkeyed p12 acks=all", Partitions: 12, Acks: "all", RecordBytes: 1024, Records: 10, ProduceMBps: 300, ConsumeMBps: 300},
+	}}
+	var b strings.Builder
+	r.scalingTable(&b)
+	require.Equal(t, "\npartition scaling on dev (1KiB unkeyed p12 acks=all, as p12): p1000 produce 0.80× consume 0.25×;\n", b.String())
 }
