@@ -98,6 +98,9 @@ func handleFetch(b *Broker, cc *clientConn, req *kmsg.FetchRequest) func() kmsg.
 		b.log.Debug("refusing a replica fetch from an unauthenticated connection", "remote", cc.remote, "replica", req.ReplicaID)
 		return func() kmsg.Response { return refuseReplica(req) }
 	}
+	if req.ReplicaID >= 0 {
+		noteReplicaOffsets(b, req)
+	}
 	return func() kmsg.Response {
 		f, err := b.sessions.Begin(req, fetchsession.Owner{Principal: cc.sec.Principal(), Replica: req.ReplicaID})
 		if err != nil {
@@ -123,6 +126,28 @@ func handleFetch(b *Broker, cc *clientConn, req *kmsg.FetchRequest) func() kmsg.
 	}
 }
 
+// noteReplicaOffsets records a follower's fetch offsets, its claim to
+// hold everything below them, as soon as the request is read: the high
+// watermark, and the acks=all produces waiting for it, move without
+// waiting for the connection's writer to take the fetch up. Partitions
+// the fetch may not speak for (not led here, another leader epoch) are
+// left to readPartition, which answers their errors; so are the errors
+// ReplicaFetched finds (it changes nothing then).
+func noteReplicaOffsets(b *Broker, req *kmsg.FetchRequest) {
+	s := b.cat.Snapshot()
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			p, leader, _ := servingReplica(s, req, rt.Topic, rp.Partition)
+			if p == nil || !leader || (rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch != p.LeaderEpoch()) {
+				continue
+			}
+			_ = p.ReplicaFetched(req.ReplicaID, rp.FetchOffset, rp.LogStartOffset)
+		}
+	}
+}
+
 // fetchRead is one fetch being answered.
 type fetchRead struct {
 	b        *Broker
@@ -132,15 +157,27 @@ type fetchRead struct {
 	readable func(topic string) bool // nil: ACLs off
 }
 
+// followerNewsDelay is how long a follower's fetch whose only news is a
+// high watermark or log start it was not told waits for records before
+// it is answered. The follower fetch that moved a high watermark is the
+// one waiting: the acks=all produce it released writes its response
+// first, instead of sharing the cores with this answer and the follower's
+// next fetch, and a produce within the delay (one producer with one
+// batch in flight sends the next in well under it) brings its records in
+// the same answer. It bounds how stale a follower's high watermark gets
+// (consumers reading from followers, KIP-392).
+const followerNewsDelay = time.Millisecond
+
 // serve reads until the answer is worth sending or MaxWait passes.
 func (r *fetchRead) serve() *kmsg.FetchResponse {
 	b, req := r.b, r.req
 	wait := min(time.Duration(max(req.MaxWaitMillis, 0))*time.Millisecond, maxFetchWait)
 	deadline := b.clock.Now().Add(wait)
 	first, n, now, moved := r.read()
-	if len(r.f.Parts) == 0 || n >= int(req.MinBytes) || now || wait <= 0 || r.news(first, nil, moved) {
+	if len(r.f.Parts) == 0 || n >= int(req.MinBytes) || now || wait <= 0 {
 		return first
 	}
+	news := r.news(first, nil, moved)
 	// Register before re-reading so no move is missed. Consumers wait for
 	// the high watermark, followers also for appends (they read
 	// uncommitted data).
@@ -154,12 +191,22 @@ func (r *fetchRead) serve() *kmsg.FetchResponse {
 			}
 		}
 	}
-	timer := b.clock.NewTimer(clock.Until(b.clock, deadline))
+	until := deadline
+	if news {
+		until = earlier(deadline, b.clock.Now().Add(followerNewsDelay))
+	}
+	timer := b.clock.NewTimer(clock.Until(b.clock, until))
 	defer timer.Stop()
 	for {
 		resp, n, now, moved := r.read()
-		if n >= int(req.MinBytes) || now || r.news(resp, first, moved) {
+		if n >= int(req.MinBytes) || now {
 			return resp
+		}
+		if !news && r.news(resp, first, moved) {
+			news = true
+			if at := b.clock.Now().Add(followerNewsDelay); at.Before(deadline) {
+				timer.Reset(followerNewsDelay)
+			}
 		}
 		select {
 		case <-wake:
@@ -172,8 +219,16 @@ func (r *fetchRead) serve() *kmsg.FetchResponse {
 	}
 }
 
+// earlier returns the earlier of two times.
+func earlier(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
 // news reports whether a follower's fetch should be answered before
-// MinBytes: a high watermark moved that it was not told (this fetch moved
+// MinBytes (after followerNewsDelay): a high watermark moved that it was not told (this fetch moved
 // it, it differs from what its session last said, or it moved since the
 // first read). Consumers wait for records.
 func (r *fetchRead) news(resp, first *kmsg.FetchResponse, moved bool) bool {
