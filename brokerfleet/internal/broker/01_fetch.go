@@ -122,6 +122,7 @@ func handleFetch(b *Broker, cc *clientConn, req *kmsg.FetchRequest) func() kmsg.
 		r := &fetchRead{b: b, cc: cc, req: req, f: f, readable: sessionRule(b, cc, req.ReplicaID >= 0)}
 		resp := r.serve()
 		f.Finish(resp)
+		r.bufs.sendWith(resp) // released once written (conn.go)
 		return resp
 	}
 }
@@ -155,6 +156,7 @@ type fetchRead struct {
 	req      *kmsg.FetchRequest
 	f        *fetchsession.Fetch
 	readable func(topic string) bool // nil: ACLs off
+	bufs     fetchBufs               // the pooled buffers of the newest read
 }
 
 // followerNewsDelay is how long a follower's fetch whose only news is a
@@ -257,6 +259,9 @@ func (r *fetchRead) news(resp, first *kmsg.FetchResponse, moved bool) bool {
 // preferred read replica: Kafka answers those at once), and whether a
 // follower's fetch offsets moved a high watermark.
 func (r *fetchRead) read() (resp *kmsg.FetchResponse, total int, now, moved bool) {
+	// Only the newest read is ever sent; earlier ones are kept only for
+	// their high watermarks (news), so their record sets can go.
+	r.bufs.release()
 	s := r.b.cat.Snapshot()
 	resp = r.req.ResponseKind().(*kmsg.FetchResponse)
 	// fetch.max.bytes caps what any fetch asks (2 GiB is served as the
@@ -361,10 +366,14 @@ func (r *fetchRead) readPartition(s *catalog.Snapshot, fp *fetchsession.Part, to
 		if limit = b.reassignThrottle.Allow(max(limit, 0)); limit == 0 {
 			return sp, 0, false, moved
 		}
-		data, err = p.ReadUncommitted(nil, fp.FetchOffset, limit)
+		buf, took := r.bufs.take(fp.FetchOffset, p.LogEndOffset())
+		data, err = p.ReadUncommitted(buf, fp.FetchOffset, limit)
+		r.bufs.keep(took, data)
 		b.reassignThrottle.Spend(len(data))
 	case replica:
-		data, err = p.ReadUncommitted(nil, fp.FetchOffset, max(limit, 0))
+		buf, took := r.bufs.take(fp.FetchOffset, p.LogEndOffset())
+		data, err = p.ReadUncommitted(buf, fp.FetchOffset, max(limit, 0))
+		r.bufs.keep(took, data)
 		if len(data) > 0 {
 			p.ReplicaAnswered(req.ReplicaID, fp.FetchOffset)
 		}
@@ -373,7 +382,9 @@ func (r *fetchRead) readPartition(s *catalog.Snapshot, fp *fetchsession.Part, to
 		if committed {
 			read = p.ReadCommitted // up to the last stable offset
 		}
-		data, err = read(nil, fp.FetchOffset, max(limit, 0), total == 0)
+		buf, took := r.bufs.take(fp.FetchOffset, p.HighWatermark())
+		data, err = read(buf, fp.FetchOffset, max(limit, 0), total == 0)
+		r.bufs.keep(took, data)
 		if errors.Is(err, segment.ErrOffsetOutOfRange) && fp.FetchOffset < p.LocalLogStartOffset() {
 			switch {
 			case !leader:

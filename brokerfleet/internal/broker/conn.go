@@ -496,6 +496,7 @@ func (b *Broker) writeResponses(nc net.Conn, cc *clientConn, queue <-chan *pendi
 			b.metrics.ProduceResponded(clock.Since(b.clock, waited))
 		}
 		b.metrics.Responded(p.key, p.req, resp, clock.Since(b.clock, p.start))
+		answered(resp) // its pooled record buffers (fetchbufs.go)
 		inflight.Add(-1)
 		if err != nil || p.last {
 			failed = true

@@ -106,3 +106,7 @@ func CleanerState(b *Broker, topic string, idx int32) (cleaned int64, rewritten 
 	}
 	return p.CleanedOffset(), len(p.RewrittenSegments()), true
 }
+
+// PoisonFetchBuffers makes every pooled fetch buffer given back be
+// overwritten, so a fetch answer sent from a released buffer shows.
+func PoisonFetchBuffers(on bool) { poisonFetchBufs.Store(on) }
