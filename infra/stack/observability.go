@@ -1,6 +1,9 @@
 package stack
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
@@ -28,6 +31,12 @@ const (
 	MetricProduceBytes    = "ProduceBytes"              // Bytes
 	MetricFetchBytes      = "FetchBytes"                // Bytes
 	MetricS3UploadLag     = "S3UploadLagSeconds"        // Seconds
+	// Share groups (KIP-932), over the share partitions a broker leads:
+	// records available for delivery (summed) and the age of the oldest
+	// available record (the largest; 0 when none is available). The
+	// brokers send them with the Cluster dimension only, not per group.
+	MetricShareAvailable = "ShareRecordsAvailable"          // Count
+	MetricShareOldestAge = "ShareOldestAvailableAgeSeconds" // Seconds
 )
 
 // Observability is the dashboard and the alarms over the brokers' EMF
@@ -87,6 +96,22 @@ func NewObservability(scope constructs.Construct, id string, cfg Config, fleet *
 		awscloudwatch.TreatMissingData_BREACHING,
 		"No broker has sent metrics for 3 minutes: the brokers are down or cannot write their logs.")
 
+	// Queue triggers: a record waiting longer than queueAgeAlarmSeconds
+	// for delivery means a trigger is not keeping up, is failing, or a
+	// record keeps being released. Sustained for 3 minutes, so one EMF
+	// line does not page; the brokers' metric covers every share group of
+	// the cluster (it has no group dimension), the queue triggers' among
+	// them.
+	if qs := cfg.QueueTriggerList(); len(qs) > 0 {
+		var groups []string
+		for _, q := range qs {
+			groups = append(groups, q.Group)
+		}
+		alarm("QueueOldestRecordAge", metric(MetricShareOldestAge, "Maximum", 1), above, float64(cfg.QueueAgeAlarmSeconds), 3, quiet,
+			fmt.Sprintf("A share group's oldest available record has waited more than queueAgeAlarmSeconds (%d s) for 3 minutes: queue triggers %s are behind or failing (the metric covers every share group of the cluster).",
+				cfg.QueueAgeAlarmSeconds, strings.Join(groups, ", ")))
+	}
+
 	if cfg.AlarmEmail != "" {
 		o.Topic = awssns.NewTopic(c, jsii.String("AlarmTopic"), &awssns.TopicProps{
 			DisplayName: jsii.String("Strata alarms (" + cfg.ClusterName + ")"),
@@ -126,6 +151,10 @@ func NewObservability(scope constructs.Construct, id string, cfg Config, fleet *
 				graph("Produce and fetch bytes", metric(MetricProduceBytes, "Sum", 1), metric(MetricFetchBytes, "Sum", 1)),
 				graph("S3 upload lag (s)", metric(MetricS3UploadLag, "Maximum", 1)),
 				graph("Broker CPU and memory (%)", fleet.Service.MetricCpuUtilization(nil), fleet.Service.MetricMemoryUtilization(nil)),
+			},
+			{
+				graph("Share groups: records available (sum over brokers)", metric(MetricShareAvailable, "Sum", 1)),
+				graph("Share groups: oldest available record (s)", metric(MetricShareOldestAge, "Maximum", 1)),
 			},
 		},
 	})
