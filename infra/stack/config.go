@@ -30,7 +30,7 @@ type Config struct {
 	TriggerFunction       string         // triggerFunction: name or ARN of the function the trigger invokes
 	TriggerRateMinutes    int            // triggerRateMinutes: how often the trigger runs (when configured)
 	QueueTriggers         []QueueTrigger // queueTriggers: deployments of the trigger in queue mode, each reading through a share group (queue.go)
-	QueueAgeAlarmSeconds  int            // queueAgeAlarmSeconds: with queue triggers, alarm when the oldest available share-group record is older than this
+	QueueAgeAlarmSeconds  int            // queueAgeAlarmSeconds: alarm when a queue trigger's oldest available record is older than this (its ageAlarmSeconds overrides)
 	RetryTopics           string         // retryTopics: origin topics whose .retry and .dlq the retry worker and the DLQ console handle (default: triggerTopics)
 	ClientSecurityGroups  string         // clientSecurityGroups: security groups (ids, comma-separated) admitted to Kafka and the schema registry
 	CertNames             string         // certNames: more DNS names or IP addresses in the broker certificate (comma-separated)

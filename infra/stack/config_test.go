@@ -57,6 +57,7 @@ var badConfigs = []struct {
 	{"queue group is the trigger's group", map[string]any{"queueTriggers": `[{"name": "a", "group": "strata-trigger", "topics": ["a"], "function": "f"}]`}, "queueTriggers", "consumer group of another function"},
 	{"queue trigger rate", map[string]any{"queueTriggers": `[{"name": "a", "topics": ["a"], "function": "f", "rateMinutes": 1441}]`}, "queueTriggers", "1 to 1440"},
 	{"queue trigger batch", map[string]any{"queueTriggers": `[{"name": "a", "topics": ["a"], "function": "f", "batchSize": 10001}]`}, "queueTriggers", "batchSize"},
+	{"negative queue age threshold", map[string]any{"queueTriggers": `[{"name": "a", "topics": ["a"], "function": "f", "ageAlarmSeconds": -1}]`}, "queueTriggers", "ageAlarmSeconds"},
 	{"zero queue age threshold", map[string]any{"queueAgeAlarmSeconds": 0}, "queueAgeAlarmSeconds", "at least 1"},
 }
 

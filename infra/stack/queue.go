@@ -26,6 +26,9 @@ type QueueTrigger struct {
 	RateMinutes int      `json:"rateMinutes"` // schedule (default 1, 1-1440); its timeout is the period, at most 15 min
 	BatchSize   int      `json:"batchSize"`   // STRATA_BATCH_SIZE, records per invocation (default: the trigger's 100)
 	MaxAttempts int      `json:"maxAttempts"` // STRATA_MAX_ATTEMPTS, deliveries before REJECT (default: the trigger's 3)
+	// AgeAlarmSeconds is the threshold of the group's alarm on its oldest
+	// available record (default: queueAgeAlarmSeconds).
+	AgeAlarmSeconds int `json:"ageAlarmSeconds"`
 }
 
 // QueueUserPrefix starts the SCRAM user name of every queue trigger.
@@ -92,6 +95,8 @@ func (c Config) validateQueueTriggers() error {
 			return bad(i, "batchSize must be 1 to 10000 (0: the trigger's default), got %d", q.BatchSize)
 		case q.MaxAttempts < 0:
 			return bad(i, "maxAttempts must be at least 1 (0: the trigger's default), got %d", q.MaxAttempts)
+		case q.AgeAlarmSeconds < 0:
+			return bad(i, "ageAlarmSeconds must be at least 1 (0: queueAgeAlarmSeconds), got %d", q.AgeAlarmSeconds)
 		}
 		for _, t := range q.Topics {
 			if !topicRE.MatchString(t) || t == "." || t == ".." {
@@ -127,7 +132,7 @@ func (r *reader) queueTriggers(dst *[]QueueTrigger, key string) {
 	dec.DisallowUnknownFields()
 	var qs []QueueTrigger
 	if err := dec.Decode(&qs); err != nil {
-		r.err = invalid(key, "want a JSON list of {name, group, topics, function, rateMinutes, batchSize, maxAttempts}: %v", err)
+		r.err = invalid(key, "want a JSON list of {name, group, topics, function, rateMinutes, batchSize, maxAttempts, ageAlarmSeconds}: %v", err)
 		return
 	}
 	*dst = qs

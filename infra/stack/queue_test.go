@@ -12,7 +12,7 @@ import (
 var queueContext = map[string]any{
 	"queueTriggers": []any{
 		map[string]any{"name": "orders", "group": "orders-queue", "topics": []any{"orders", "refunds"},
-			"function": "arn:aws:lambda:eu-west-1:123456789012:function:order-handler", "rateMinutes": 5, "batchSize": 50, "maxAttempts": 4},
+			"function": "arn:aws:lambda:eu-west-1:123456789012:function:order-handler", "rateMinutes": 5, "batchSize": 50, "maxAttempts": 4, "ageAlarmSeconds": 120},
 		map[string]any{"name": "mail", "topics": []any{"mail"}, "function": "mailer"},
 	},
 	"queueAgeAlarmSeconds": 600,
@@ -135,35 +135,45 @@ func TestQueueTriggers(t *testing.T) {
 		}
 	}
 
-	// The oldest-record alarm, with the configured threshold, notifying
-	// the alarm topic like the others.
-	var age []map[string]any
-	for _, r := range s.resources("AWS::CloudWatch::Alarm") {
-		if p := props(r); p["MetricName"] == MetricShareOldestAge {
-			age = append(age, p)
-		}
-	}
-	if len(age) != 1 {
-		t.Fatalf("%d alarms on %s, want 1", len(age), MetricShareOldestAge)
-	}
-	p := age[0]
-	for k, v := range map[string]any{"Threshold": 600.0, "Statistic": "Maximum", "Namespace": MetricNamespace, "ComparisonOperator": "GreaterThanThreshold",
-		"EvaluationPeriods": 3.0, "Period": 60.0, "TreatMissingData": "notBreaching"} {
-		if p[k] != v {
-			t.Errorf("age alarm: %s = %v, want %v", k, p[k], v)
-		}
-	}
-	if d, _ := p["AlarmDescription"].(string); !strings.Contains(d, "orders-queue") || !strings.Contains(d, "strata-queue-mail") {
-		t.Errorf("age alarm description %q names not both groups", d)
-	}
+	// An alarm per share group on its oldest available record, with its
+	// threshold, notifying the alarm topic like the others.
 	topic := ""
 	for id := range s.resources("AWS::SNS::Topic") {
 		topic = id
 	}
-	for _, k := range []string{"AlarmActions", "OKActions"} {
-		if a, _ := p[k].([]any); len(a) != 1 || ref(a[0]) != topic {
-			t.Errorf("age alarm %s %v, want the alarm topic %s", k, p[k], topic)
+	thresholds := map[string]float64{"orders-queue": 120, "strata-queue-mail": 600}
+	ages := 0
+	for id, r := range s.resources("AWS::CloudWatch::Alarm") {
+		p := props(r)
+		if p["MetricName"] != MetricShareOldestAge {
+			continue
 		}
+		ages++
+		dims := namedList(p["Dimensions"], "Value")
+		group, _ := dims[MetricShareGroupDim].(string)
+		want, ok := thresholds[group]
+		if !ok || len(dims) != 2 || dims["Cluster"] != "strata" {
+			t.Errorf("age alarm %s: dimensions %v", id, p["Dimensions"])
+			continue
+		}
+		delete(thresholds, group)
+		for k, v := range map[string]any{"Threshold": want, "Statistic": "Maximum", "Namespace": MetricNamespace, "ComparisonOperator": "GreaterThanThreshold",
+			"EvaluationPeriods": 3.0, "DatapointsToAlarm": 3.0, "Period": 60.0, "TreatMissingData": "breaching"} {
+			if p[k] != v {
+				t.Errorf("age alarm %s: %s = %v, want %v", group, k, p[k], v)
+			}
+		}
+		if d, _ := p["AlarmDescription"].(string); !strings.Contains(d, group) {
+			t.Errorf("age alarm %s: description %q", group, d)
+		}
+		for _, k := range []string{"AlarmActions", "OKActions"} {
+			if a, _ := p[k].([]any); len(a) != 1 || ref(a[0]) != topic {
+				t.Errorf("age alarm %s: %s %v, want the alarm topic %s", group, k, p[k], topic)
+			}
+		}
+	}
+	if ages != 2 || len(thresholds) > 0 {
+		t.Errorf("%d alarms on %s; groups without one: %v", ages, MetricShareOldestAge, thresholds)
 	}
 	if problems := iamProblems(s.json); len(problems) > 0 {
 		t.Errorf("IAM:\n%s", strings.Join(problems, "\n"))
