@@ -1,7 +1,12 @@
 package metrics
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -155,4 +160,48 @@ func TestEMFShareGroupLines(t *testing.T) {
 	_, groups, err = NewEMF(prometheus.NewRegistry(), "c", 0).Lines(at)
 	require.NoError(t, err)
 	require.Empty(t, groups)
+}
+
+// lockedBuffer is an io.Writer safe for concurrent use.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.buf.String() }
+
+// Run writes the broker's line, then each share group's, one line each.
+func TestEMFRunWritesShareGroupLines(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	oldest := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "strata_share_oldest_available_age_seconds"}, []string{"group", "topic", "partition"})
+	reg.MustRegister(oldest)
+	oldest.WithLabelValues("workers", "jobs", "0").Set(4)
+	var out lockedBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		NewEMF(reg, "c", 1).Run(ctx, &out, 10*time.Millisecond, slog.New(slog.DiscardHandler))
+	}()
+	require.Eventually(t, func() bool { return strings.Count(out.String(), "\n") >= 4 }, 10*time.Second, 5*time.Millisecond)
+	cancel()
+	<-done
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	for i, l := range lines[:len(lines)/2*2] {
+		var doc map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &doc), l)
+		if i%2 == 0 {
+			require.NotContains(t, doc, "ShareGroup", "the broker's line first")
+			require.Contains(t, doc, "MaxConsumerGroupLag")
+		} else {
+			require.Equal(t, "workers", doc["ShareGroup"])
+			require.Equal(t, 4.0, doc["ShareOldestAvailableAgeSeconds"])
+		}
+	}
 }
