@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(changelogChildEnv) != "" {
 		os.Exit(changelogChild()) // the store process of TestChangelogRestoreAfterKill
 	}
+	if os.Getenv(shareChildEnv) != "" {
+		os.Exit(shareChild()) // the share consumer TestShareConsumerKill9 kills
+	}
 	dir, err := os.MkdirTemp("", "brokerfleet-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -12,34 +12,36 @@ import (
 // the CDK context key named in its comment (cdk.json, or `cdk synth -c
 // key=value`); DefaultConfig holds the defaults and Validate the rules.
 type Config struct {
-	ClusterName           string // clusterName: STRATA_CLUSTER_ID and the metrics' Cluster dimension
-	BrokerCount           int    // brokerCount: Fargate tasks, one broker each
-	BrokerCPU             int    // brokerCpu: CPU units per broker task (1024 = 1 vCPU)
-	BrokerMemoryMiB       int    // brokerMemoryMiB: memory per broker task
-	StorageGiB            int    // storageGiB: Fargate ephemeral storage per task, 21-200
-	SegmentBytes          int64  // segmentBytes: segment.bytes topic default
-	RetentionDays         int    // retentionDays: retention.ms topic default, in days
-	LifecycleMarginDays   int    // lifecycleMarginDays: S3 objects expire after retentionDays plus this
-	NATGateways           int    // natGateways: NAT gateways of the VPC, 1-3
-	LagAlarmThreshold     int    // lagAlarmThreshold: alarm when MaxConsumerGroupLag is above this
-	ProduceErrorThreshold int    // produceErrorThreshold: alarm when ProduceErrors over 5 minutes are above this
-	AlarmEmail            string // alarmEmail: when set, alarms notify this address through SNS
-	RetryRateMinutes      int    // retryRateMinutes: how often the retry worker runs
-	TriggerTopics         string // triggerTopics: topics the trigger function consumes (comma-separated)
-	TriggerGroup          string // triggerGroup: the trigger's consumer group
-	TriggerFunction       string // triggerFunction: name or ARN of the function the trigger invokes
-	TriggerRateMinutes    int    // triggerRateMinutes: how often the trigger runs (when configured)
-	RetryTopics           string // retryTopics: origin topics whose .retry and .dlq the retry worker and the DLQ console handle (default: triggerTopics)
-	ClientSecurityGroups  string // clientSecurityGroups: security groups (ids, comma-separated) admitted to Kafka and the schema registry
-	CertNames             string // certNames: more DNS names or IP addresses in the broker certificate (comma-separated)
-	CertValidityDays      int    // certValidityDays: the broker certificate's lifetime
-	TLSRotation           string // tlsRotation: change it to issue a new broker certificate
-	CARotation            string // caRotation: change it to add a new CA (it signs from the next tlsRotation on)
-	NoncurrentVersionDays int    // noncurrentVersionDays: S3 noncurrent object versions expire after this
-	ESMExample            bool   // esmExample: deploy an example function fed by Lambda's own Kafka event source
-	ESMExampleTopic       string // esmExampleTopic: the topic the example consumes
-	FunctionsDir          string // functionsDir: folder holding <name>/bootstrap (default: <repo>/functions)
-	RepoRoot              string // repoRoot: the Docker build context (default: found from the working directory)
+	ClusterName           string         // clusterName: STRATA_CLUSTER_ID and the metrics' Cluster dimension
+	BrokerCount           int            // brokerCount: Fargate tasks, one broker each
+	BrokerCPU             int            // brokerCpu: CPU units per broker task (1024 = 1 vCPU)
+	BrokerMemoryMiB       int            // brokerMemoryMiB: memory per broker task
+	StorageGiB            int            // storageGiB: Fargate ephemeral storage per task, 21-200
+	SegmentBytes          int64          // segmentBytes: segment.bytes topic default
+	RetentionDays         int            // retentionDays: retention.ms topic default, in days
+	LifecycleMarginDays   int            // lifecycleMarginDays: S3 objects expire after retentionDays plus this
+	NATGateways           int            // natGateways: NAT gateways of the VPC, 1-3
+	LagAlarmThreshold     int            // lagAlarmThreshold: alarm when MaxConsumerGroupLag is above this
+	ProduceErrorThreshold int            // produceErrorThreshold: alarm when ProduceErrors over 5 minutes are above this
+	AlarmEmail            string         // alarmEmail: when set, alarms notify this address through SNS
+	RetryRateMinutes      int            // retryRateMinutes: how often the retry worker runs
+	TriggerTopics         string         // triggerTopics: topics the trigger function consumes (comma-separated)
+	TriggerGroup          string         // triggerGroup: the trigger's consumer group
+	TriggerFunction       string         // triggerFunction: name or ARN of the function the trigger invokes
+	TriggerRateMinutes    int            // triggerRateMinutes: how often the trigger runs (when configured)
+	QueueTriggers         []QueueTrigger // queueTriggers: deployments of the trigger in queue mode, each reading through a share group (queue.go)
+	QueueAgeAlarmSeconds  int            // queueAgeAlarmSeconds: alarm when a queue trigger's oldest available record is older than this (its ageAlarmSeconds overrides)
+	RetryTopics           string         // retryTopics: origin topics whose .retry and .dlq the retry worker and the DLQ console handle (default: triggerTopics)
+	ClientSecurityGroups  string         // clientSecurityGroups: security groups (ids, comma-separated) admitted to Kafka and the schema registry
+	CertNames             string         // certNames: more DNS names or IP addresses in the broker certificate (comma-separated)
+	CertValidityDays      int            // certValidityDays: the broker certificate's lifetime
+	TLSRotation           string         // tlsRotation: change it to issue a new broker certificate
+	CARotation            string         // caRotation: change it to add a new CA (it signs from the next tlsRotation on)
+	NoncurrentVersionDays int            // noncurrentVersionDays: S3 noncurrent object versions expire after this
+	ESMExample            bool           // esmExample: deploy an example function fed by Lambda's own Kafka event source
+	ESMExampleTopic       string         // esmExampleTopic: the topic the example consumes
+	FunctionsDir          string         // functionsDir: folder holding <name>/bootstrap (default: <repo>/functions)
+	RepoRoot              string         // repoRoot: the Docker build context (default: found from the working directory)
 }
 
 // GiB is 2^30 bytes.
@@ -63,6 +65,7 @@ func DefaultConfig() Config {
 		RetryRateMinutes:      1,
 		TriggerGroup:          "strata-trigger",
 		TriggerRateMinutes:    1,
+		QueueAgeAlarmSeconds:  900,
 		CertValidityDays:      730,
 		NoncurrentVersionDays: 7,
 		ESMExampleTopic:       "strata-esm-example",
@@ -138,6 +141,9 @@ func (c Config) Validate() error {
 	}
 	if strings.ContainsAny(c.TriggerFunction, " ,") {
 		return invalid("triggerFunction", "want one function name or ARN, got %q", c.TriggerFunction)
+	}
+	if err := c.validateQueueTriggers(); err != nil {
+		return err
 	}
 	return c.validateSecurity()
 }

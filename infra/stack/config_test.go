@@ -46,6 +46,19 @@ var badConfigs = []struct {
 	{"no noncurrent versions", map[string]any{"noncurrentVersionDays": 0}, "noncurrentVersionDays", "1 to 3650"},
 	{"rotation with a space", map[string]any{"tlsRotation": "2026 01"}, "tlsRotation", "up to 64"},
 	{"trigger topics without function", map[string]any{"triggerTopics": "orders"}, "triggerFunction", "set both or neither"},
+	{"queue triggers not JSON", map[string]any{"queueTriggers": "orders"}, "queueTriggers", "JSON list"},
+	{"queue trigger with an unknown field", map[string]any{"queueTriggers": `[{"name": "a", "topics": ["a"], "function": "f", "topic": "a"}]`}, "queueTriggers", "unknown field"},
+	{"queue trigger without a name", map[string]any{"queueTriggers": []any{map[string]any{"topics": []any{"a"}, "function": "f"}}}, "queueTriggers", "entry 0: name"},
+	{"queue trigger without topics", map[string]any{"queueTriggers": `[{"name": "a", "function": "f"}]`}, "queueTriggers", "at least one topic"},
+	{"queue trigger without a function", map[string]any{"queueTriggers": `[{"name": "a", "topics": ["a"]}]`}, "queueTriggers", "function"},
+	{"queue trigger with a bad topic", map[string]any{"queueTriggers": `[{"name": "a", "topics": ["a b"], "function": "f"}]`}, "queueTriggers", "not a topic name"},
+	{"queue triggers with one name", map[string]any{"queueTriggers": `[{"name": "a", "topics": ["a"], "function": "f"}, {"name": "a", "group": "g", "topics": ["b"], "function": "f"}]`}, "queueTriggers", "entry 1: name \"a\" is used twice"},
+	{"queue triggers with one group", map[string]any{"queueTriggers": `[{"name": "a", "group": "g", "topics": ["a"], "function": "f"}, {"name": "b", "group": "g", "topics": ["b"], "function": "f"}]`}, "queueTriggers", "used twice"},
+	{"queue group is the trigger's group", map[string]any{"queueTriggers": `[{"name": "a", "group": "strata-trigger", "topics": ["a"], "function": "f"}]`}, "queueTriggers", "consumer group of another function"},
+	{"queue trigger rate", map[string]any{"queueTriggers": `[{"name": "a", "topics": ["a"], "function": "f", "rateMinutes": 1441}]`}, "queueTriggers", "1 to 1440"},
+	{"queue trigger batch", map[string]any{"queueTriggers": `[{"name": "a", "topics": ["a"], "function": "f", "batchSize": 10001}]`}, "queueTriggers", "batchSize"},
+	{"negative queue age threshold", map[string]any{"queueTriggers": `[{"name": "a", "topics": ["a"], "function": "f", "ageAlarmSeconds": -1}]`}, "queueTriggers", "ageAlarmSeconds"},
+	{"zero queue age threshold", map[string]any{"queueAgeAlarmSeconds": 0}, "queueAgeAlarmSeconds", "at least 1"},
 }
 
 // TestValidate checks Validate on configs built the way ConfigFromContext

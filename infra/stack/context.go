@@ -55,6 +55,8 @@ func readSettings(r *reader, c *Config) {
 	r.str(&c.TriggerGroup, "triggerGroup")
 	r.str(&c.TriggerFunction, "triggerFunction")
 	r.integer(&c.TriggerRateMinutes, "triggerRateMinutes")
+	r.queueTriggers(&c.QueueTriggers, "queueTriggers")
+	r.integer(&c.QueueAgeAlarmSeconds, "queueAgeAlarmSeconds")
 	r.str(&c.RetryTopics, "retryTopics")
 	r.str(&c.ClientSecurityGroups, "clientSecurityGroups")
 	r.str(&c.CertNames, "certNames")

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -43,6 +44,8 @@ type Functions struct {
 	RetryWorker awslambda.Function
 	DLQConsole  awslambda.Function
 	ConsoleURL  awslambda.FunctionUrl
+	// Queues are the queue triggers' functions, by queue trigger name.
+	Queues map[string]awslambda.Function
 	// Users are the functions' SCRAM user secrets, by function name.
 	Users map[string]awssecretsmanager.Secret
 }
@@ -114,9 +117,11 @@ func NewFunctions(scope constructs.Construct, id string, cfg Config, net *Networ
 	c := constructs.NewConstruct(scope, jsii.String(id))
 	f := &Functions{Construct: c, Users: map[string]awssecretsmanager.Secret{}}
 	principals := FunctionPrincipals(cfg)
-	newFn := func(name string, timeout awscdk.Duration, env map[string]string) awslambda.Function {
-		user := NewUserSecret(c, name+"User", principals[name].Name, key)
-		f.Users[name] = user
+	// fnKey names the function's construct and user; code is its
+	// functions/<code> folder.
+	newFnFrom := func(fnKey, code string, timeout awscdk.Duration, env map[string]string) awslambda.Function {
+		user := NewUserSecret(c, fnKey+"User", principals[fnKey].Name, key)
+		f.Users[fnKey] = user
 		e := map[string]*string{
 			"STRATA_BOOTSTRAP":         jsii.String(Bootstrap),
 			"STRATA_SASL_SECRET_ARN":   user.SecretArn(),
@@ -129,11 +134,14 @@ func NewFunctions(scope constructs.Construct, id string, cfg Config, net *Networ
 		for k, v := range env {
 			e[k] = jsii.String(v)
 		}
-		fn := newGoFunction(c, cfg, name, fnOptions{description: "Strata " + name, timeout: timeout, env: e, net: net})
+		fn := newGoFunction(c, cfg, code, fnOptions{id: fnKey, description: "Strata " + fnKey, timeout: timeout, env: e, net: net})
 		user.GrantRead(fn, nil)
 		pki.CASecret.GrantRead(fn, nil)
 		pki.dependOn(fn)
 		return fn
+	}
+	newFn := func(name string, timeout awscdk.Duration, env map[string]string) awslambda.Function {
+		return newFnFrom(name, name, timeout, env)
 	}
 	// A scheduled poller runs until its deadline minus STRATA_MARGIN
 	// (10s), so its timeout is its period, at most Lambda's 15 minutes.
@@ -148,14 +156,30 @@ func NewFunctions(scope constructs.Construct, id string, cfg Config, net *Networ
 	}
 	f.Trigger = newFn("trigger", period(cfg.TriggerRateMinutes), triggerEnv)
 	if cfg.TriggerTopics != "" {
-		var target awslambda.IFunction
-		if strings.HasPrefix(cfg.TriggerFunction, "arn:") {
-			target = awslambda.Function_FromFunctionArn(c, jsii.String("TriggerTarget"), jsii.String(cfg.TriggerFunction))
-		} else {
-			target = awslambda.Function_FromFunctionName(c, jsii.String("TriggerTarget"), jsii.String(cfg.TriggerFunction))
-		}
-		target.GrantInvoke(f.Trigger)
+		invokeTarget(c, "TriggerTarget", cfg.TriggerFunction, f.Trigger)
 		schedule(c, "TriggerSchedule", cfg.TriggerRateMinutes, f.Trigger)
+	}
+
+	// Queue triggers: functions/trigger again, in queue mode, one function
+	// (and user) per share group.
+	f.Queues = map[string]awslambda.Function{}
+	for _, q := range cfg.QueueTriggerList() {
+		env := map[string]string{
+			"STRATA_QUEUE":    "true",
+			"STRATA_GROUP":    q.Group,
+			"STRATA_TOPICS":   strings.Join(q.Topics, ","),
+			"STRATA_FUNCTION": q.Function,
+		}
+		if q.BatchSize > 0 {
+			env["STRATA_BATCH_SIZE"] = strconv.Itoa(q.BatchSize)
+		}
+		if q.MaxAttempts > 0 {
+			env["STRATA_MAX_ATTEMPTS"] = strconv.Itoa(q.MaxAttempts)
+		}
+		fn := newFnFrom(q.FunctionKey(), "trigger", period(q.RateMinutes), env)
+		invokeTarget(c, q.FunctionKey()+"Target", q.Function, fn)
+		schedule(c, q.FunctionKey()+"Schedule", q.RateMinutes, fn)
+		f.Queues[q.Name] = fn
 	}
 
 	// Group strata-retryworker, redelivery to the origin topic; it
@@ -174,6 +198,23 @@ func NewFunctions(scope constructs.Construct, id string, cfg Config, net *Networ
 	})
 	f.ConsoleURL = f.DLQConsole.AddFunctionUrl(&awslambda.FunctionUrlOptions{AuthType: awslambda.FunctionUrlAuthType_AWS_IAM})
 	return f
+}
+
+// invokeTarget lets fn invoke the function target (a name or an ARN), and
+// only that one, by a statement in fn's role. An ARN is imported as of
+// this environment: CDK would otherwise try to add a resource policy to a
+// function it does not own, and fail (a target in another account also
+// needs its own resource policy allowing fn's role).
+func invokeTarget(scope constructs.Construct, id, target string, fn awslambda.IFunction) {
+	var t awslambda.IFunction
+	if strings.HasPrefix(target, "arn:") {
+		t = awslambda.Function_FromFunctionAttributes(scope, jsii.String(id), &awslambda.FunctionAttributes{
+			FunctionArn: jsii.String(target), SameEnvironment: jsii.Bool(true),
+		})
+	} else {
+		t = awslambda.Function_FromFunctionName(scope, jsii.String(id), jsii.String(target))
+	}
+	t.GrantInvoke(fn)
 }
 
 // schedule invokes fn every minutes minutes, without EventBridge retries

@@ -1,6 +1,8 @@
 package stack
 
 import (
+	"fmt"
+
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
@@ -28,6 +30,14 @@ const (
 	MetricProduceBytes    = "ProduceBytes"              // Bytes
 	MetricFetchBytes      = "FetchBytes"                // Bytes
 	MetricS3UploadLag     = "S3UploadLagSeconds"        // Seconds
+	// Share groups (KIP-932), over the share partitions a broker leads:
+	// records available for delivery (summed) and the age of the oldest
+	// available record (the largest; 0 when none is available). The
+	// brokers send them with the dimension Cluster over every group, and
+	// per group with the dimensions Cluster and ShareGroup.
+	MetricShareAvailable = "ShareRecordsAvailable"          // Count
+	MetricShareOldestAge = "ShareOldestAvailableAgeSeconds" // Seconds
+	MetricShareGroupDim  = "ShareGroup"                     // the second dimension of the per-group metrics
 )
 
 // Observability is the dashboard and the alarms over the brokers' EMF
@@ -87,6 +97,36 @@ func NewObservability(scope constructs.Construct, id string, cfg Config, fleet *
 		awscloudwatch.TreatMissingData_BREACHING,
 		"No broker has sent metrics for 3 minutes: the brokers are down or cannot write their logs.")
 
+	// Per queue trigger, on its share group: a record waiting longer than
+	// the threshold for delivery means the trigger is not keeping up, is
+	// failing, or a record keeps being released. Sustained for 3 minutes,
+	// so one EMF line does not page. The group's leaders send its
+	// document every interval while its share partitions are loaded,
+	// which a running trigger's fetches keep them: no document for 3
+	// minutes means nobody fetches the group, a breach too.
+	var ageMetrics []awscloudwatch.IMetric
+	for _, q := range cfg.QueueTriggerList() {
+		m := awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace:  jsii.String(MetricNamespace),
+			MetricName: jsii.String(MetricShareOldestAge),
+			DimensionsMap: &map[string]*string{
+				"Cluster":           jsii.String(cfg.ClusterName),
+				MetricShareGroupDim: jsii.String(q.Group),
+			},
+			Statistic: jsii.String("Maximum"),
+			Period:    awscdk.Duration_Minutes(jsii.Number(1)),
+		})
+		// A label would turn the alarm's metric into a metric-math one.
+		ageMetrics = append(ageMetrics, m.With(&awscloudwatch.MetricOptions{Label: jsii.String(q.Group)}))
+		threshold := q.AgeAlarmSeconds
+		if threshold == 0 {
+			threshold = cfg.QueueAgeAlarmSeconds
+		}
+		alarm("QueueAge-"+q.Name, m, above, float64(threshold), 3, awscloudwatch.TreatMissingData_BREACHING,
+			fmt.Sprintf("Queue trigger %s: the oldest available record of share group %s has waited more than %d s for 3 minutes, or no broker has reported the group (nobody fetches it): the trigger is behind or failing.",
+				q.Name, q.Group, threshold))
+	}
+
 	if cfg.AlarmEmail != "" {
 		o.Topic = awssns.NewTopic(c, jsii.String("AlarmTopic"), &awssns.TopicProps{
 			DisplayName: jsii.String("Strata alarms (" + cfg.ClusterName + ")"),
@@ -126,6 +166,10 @@ func NewObservability(scope constructs.Construct, id string, cfg Config, fleet *
 				graph("Produce and fetch bytes", metric(MetricProduceBytes, "Sum", 1), metric(MetricFetchBytes, "Sum", 1)),
 				graph("S3 upload lag (s)", metric(MetricS3UploadLag, "Maximum", 1)),
 				graph("Broker CPU and memory (%)", fleet.Service.MetricCpuUtilization(nil), fleet.Service.MetricMemoryUtilization(nil)),
+			},
+			{
+				graph("Share groups: records available (sum over brokers)", metric(MetricShareAvailable, "Sum", 1)),
+				graph("Share groups: oldest available record (s)", append([]awscloudwatch.IMetric{metric(MetricShareOldestAge, "Maximum", 1)}, ageMetrics...)...),
 			},
 		},
 	})

@@ -156,14 +156,19 @@ func EventSourcePrincipal(key, user, topic, group string) Principal {
 	}}
 }
 
-// FunctionPrincipals are the three functions' principals, by function
-// name.
+// FunctionPrincipals are the functions' principals, by function name:
+// the three functions of every deployment and each queue trigger (as
+// "queue-<name>").
 func FunctionPrincipals(cfg Config) map[string]Principal {
-	return map[string]Principal{
+	m := map[string]Principal{
 		"trigger":     TriggerPrincipal(cfg),
 		"retryworker": RetryWorkerPrincipal(cfg),
 		"dlqconsole":  DLQConsolePrincipal(cfg),
 	}
+	for _, q := range cfg.QueueTriggerList() {
+		m[q.FunctionKey()] = QueuePrincipal(q)
+	}
+	return m
 }
 
 // sortedKeys returns m's keys in order.

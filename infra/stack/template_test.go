@@ -444,3 +444,23 @@ func only(t *testing.T, m map[string]map[string]any) map[string]any {
 	}
 	return nil
 }
+
+// TestTriggerFunctionARN: a trigger target given as an ARN is granted by
+// a statement in the trigger's role (CDK panicked adding a resource
+// policy to the imported function before).
+func TestTriggerFunctionARN(t *testing.T) {
+	const arn = "arn:aws:lambda:eu-west-1:123456789012:function:order-handler"
+	s := synth(t, map[string]any{"triggerTopics": "orders", "triggerFunction": arn})
+	found := false
+	for id, r := range s.resources("AWS::IAM::Policy") {
+		for _, st := range statements(r) {
+			if slices.Contains(strs(st["Action"]), "lambda:InvokeFunction") {
+				b, _ := json.Marshal(st["Resource"])
+				found = found || strings.HasPrefix(id, "FunctionstriggerServiceRole") && strings.Contains(string(b), arn)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("the trigger may not invoke %s", arn)
+	}
+}

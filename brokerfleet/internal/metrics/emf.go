@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -100,12 +102,59 @@ func NewEMF(g prometheus.Gatherer, cluster string, broker int32) *EMF {
 	return &EMF{g: g, cluster: cluster, broker: broker}
 }
 
+// EMFShareGroupDimension is the second dimension of the share group
+// documents: the group's name.
+const EMFShareGroupDimension = "ShareGroup"
+
+// The metrics of a share group's document: over the group's share
+// partitions this broker leads, records available (summed) and the
+// oldest available record's age (the largest). The CDK stack's per-group
+// alarms read them with the dimensions Cluster and ShareGroup.
+var emfShareMetrics = []emfMetric{
+	{Name: "ShareRecordsAvailable", Unit: "Count"},
+	{Name: "ShareOldestAvailableAgeSeconds", Unit: "Seconds"},
+}
+
+// emfShareLine is one share group's EMF document.
+type emfShareLine struct {
+	AWS                            emfMeta `json:"_aws"`
+	Cluster                        string  `json:"Cluster"`
+	ShareGroup                     string  `json:"ShareGroup"`
+	Broker                         int32   `json:"Broker"`
+	ShareRecordsAvailable          float64 `json:"ShareRecordsAvailable"`
+	ShareOldestAvailableAgeSeconds float64 `json:"ShareOldestAvailableAgeSeconds"`
+}
+
 // Line gathers the registry and returns one EMF JSON document stamped now,
 // without a trailing newline.
 func (e *EMF) Line(now time.Time) ([]byte, error) {
+	line, _, err := e.Lines(now)
+	return line, err
+}
+
+// Lines gathers the registry once and returns the broker's EMF document
+// (Line's) and one document per share group with a share partition this
+// broker leads, in group order, stamped now, without trailing newlines.
+// A group's documents stop when this broker leads none of its
+// partitions; another broker's take over.
+func (e *EMF) Lines(now time.Time) ([]byte, [][]byte, error) {
 	fams, err := e.g.Gather()
 	if err != nil && len(fams) == 0 {
-		return nil, fmt.Errorf("gather metrics: %w", err)
+		return nil, nil, fmt.Errorf("gather metrics: %w", err)
+	}
+	shares := map[string]*emfShareLine{}
+	share := func(group string) *emfShareLine {
+		sl, ok := shares[group]
+		if !ok {
+			sl = &emfShareLine{
+				AWS: emfMeta{Timestamp: now.UnixMilli(), CloudWatchMetrics: []emfDirective{{
+					Namespace: EMFNamespace, Dimensions: [][]string{{EMFDimension, EMFShareGroupDimension}}, Metrics: emfShareMetrics,
+				}}},
+				Cluster: e.cluster, ShareGroup: group, Broker: e.broker,
+			}
+			shares[group] = sl
+		}
+		return sl
 	}
 	// A partial gather (one collector failed) still yields a line.
 	var cur emfTotals
@@ -136,8 +185,11 @@ func (e *EMF) Line(now time.Time) ([]byte, error) {
 				l.UnderMinIsrPartitions += v
 			case "strata_share_records_available":
 				l.ShareRecordsAvailable += v
+				share(label(m.GetLabel(), "group")).ShareRecordsAvailable += v
 			case "strata_share_oldest_available_age_seconds":
 				l.ShareOldestAvailableAgeSeconds = max(l.ShareOldestAvailableAgeSeconds, v)
+				sl := share(label(m.GetLabel(), "group"))
+				sl.ShareOldestAvailableAgeSeconds = max(sl.ShareOldestAvailableAgeSeconds, v)
 			case "strata_tier_upload_lag_seconds":
 				l.S3UploadLagSeconds = max(l.S3UploadLagSeconds, v)
 			case "strata_produce_bytes_total":
@@ -159,11 +211,36 @@ func (e *EMF) Line(now time.Time) ([]byte, error) {
 	l.ProduceBytes = max(0, cur.produceBytes-e.prev.produceBytes)
 	l.FetchBytes = max(0, cur.fetchBytes-e.prev.fetchBytes)
 	e.prev = cur
-	return json.Marshal(l)
+	line, err := json.Marshal(l)
+	if err != nil {
+		return nil, nil, err
+	}
+	var groups [][]byte
+	for _, g := range slices.Sorted(maps.Keys(shares)) {
+		b, err := json.Marshal(shares[g])
+		if err != nil {
+			return nil, nil, err
+		}
+		groups = append(groups, b)
+	}
+	return line, groups, nil
 }
 
-// Run writes one EMF line to w every interval until ctx ends. Each line is
-// one Write call, so lines of several brokers sharing w (if w serializes
+// label is the value of the label name among labels ("" without it).
+func label[L interface {
+	GetName() string
+	GetValue() string
+}](labels []L, name string) string {
+	for _, lp := range labels {
+		if lp.GetName() == name {
+			return lp.GetValue()
+		}
+	}
+	return ""
+}
+
+// Run writes the EMF lines of Lines to w every interval until ctx ends,
+// the broker's first. Each line is one Write call, so lines of several brokers sharing w (if w serializes
 // writes) do not interleave.
 func (e *EMF) Run(ctx context.Context, w io.Writer, interval time.Duration, log *slog.Logger) {
 	t := time.NewTicker(interval) // EMF timestamps are wall time by definition
@@ -173,13 +250,16 @@ func (e *EMF) Run(ctx context.Context, w io.Writer, interval time.Duration, log 
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			line, err := e.Line(now)
+			line, groups, err := e.Lines(now)
 			if err != nil {
 				log.Warn("emf: render metrics", "err", err)
 				continue
 			}
-			if _, err := w.Write(append(line, '\n')); err != nil {
-				log.Warn("emf: write metrics", "err", err)
+			for _, l := range append([][]byte{line}, groups...) {
+				if _, err := w.Write(append(l, '\n')); err != nil {
+					log.Warn("emf: write metrics", "err", err)
+					break
+				}
 			}
 		}
 	}

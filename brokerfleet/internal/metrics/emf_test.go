@@ -1,7 +1,12 @@
 package metrics
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -98,5 +103,105 @@ func TestEMFLineEmptyRegistry(t *testing.T) {
 	require.NoError(t, json.Unmarshal(line, &doc))
 	for _, m := range emfMetrics {
 		require.Equal(t, 0.0, doc[m.Name], m.Name)
+	}
+}
+
+// Each share group with a partition the broker leads gets a document of
+// its own, dimensions Cluster and ShareGroup, with the group's sum of
+// available records and its oldest available record's age; the broker's
+// document keeps the cluster-wide values.
+func TestEMFShareGroupLines(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	labels := []string{"group", "topic", "partition"}
+	avail := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "strata_share_records_available"}, labels)
+	oldest := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "strata_share_oldest_available_age_seconds"}, labels)
+	reg.MustRegister(avail, oldest)
+	avail.WithLabelValues("workers", "jobs", "0").Set(5)
+	avail.WithLabelValues("workers", "jobs", "1").Set(7)
+	oldest.WithLabelValues("workers", "jobs", "0").Set(30)
+	oldest.WithLabelValues("workers", "jobs", "1").Set(90)
+	avail.WithLabelValues("mailers", "mail", "0").Set(0)
+	oldest.WithLabelValues("mailers", "mail", "0").Set(0)
+
+	at := time.UnixMilli(1_700_000_000_123)
+	line, groups, err := NewEMF(reg, "prod-eu", 2).Lines(at)
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(line, &doc))
+	require.Equal(t, 12.0, doc["ShareRecordsAvailable"])
+	require.Equal(t, 90.0, doc["ShareOldestAvailableAgeSeconds"])
+
+	require.Len(t, groups, 2)
+	for i, want := range []struct {
+		group           string
+		available, aged float64
+	}{{"mailers", 0, 0}, {"workers", 12, 90}} {
+		require.NotContains(t, string(groups[i]), "\n")
+		var g map[string]any
+		require.NoError(t, json.Unmarshal(groups[i], &g))
+		aws := g["_aws"].(map[string]any)
+		require.Equal(t, float64(at.UnixMilli()), aws["Timestamp"])
+		require.Equal(t, []any{map[string]any{
+			"Namespace":  "Strata",
+			"Dimensions": []any{[]any{"Cluster", "ShareGroup"}},
+			"Metrics": []any{
+				map[string]any{"Name": "ShareRecordsAvailable", "Unit": "Count"},
+				map[string]any{"Name": "ShareOldestAvailableAgeSeconds", "Unit": "Seconds"},
+			},
+		}}, aws["CloudWatchMetrics"])
+		require.Equal(t, "prod-eu", g["Cluster"])
+		require.Equal(t, want.group, g["ShareGroup"])
+		require.Equal(t, 2.0, g["Broker"])
+		require.Equal(t, want.available, g["ShareRecordsAvailable"], want.group)
+		require.Equal(t, want.aged, g["ShareOldestAvailableAgeSeconds"], want.group)
+	}
+
+	// No share group, no group documents.
+	_, groups, err = NewEMF(prometheus.NewRegistry(), "c", 0).Lines(at)
+	require.NoError(t, err)
+	require.Empty(t, groups)
+}
+
+// lockedBuffer is an io.Writer safe for concurrent use.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.buf.String() }
+
+// Run writes the broker's line, then each share group's, one line each.
+func TestEMFRunWritesShareGroupLines(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	oldest := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "strata_share_oldest_available_age_seconds"}, []string{"group", "topic", "partition"})
+	reg.MustRegister(oldest)
+	oldest.WithLabelValues("workers", "jobs", "0").Set(4)
+	var out lockedBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		NewEMF(reg, "c", 1).Run(ctx, &out, 10*time.Millisecond, slog.New(slog.DiscardHandler))
+	}()
+	require.Eventually(t, func() bool { return strings.Count(out.String(), "\n") >= 4 }, 10*time.Second, 5*time.Millisecond)
+	cancel()
+	<-done
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	for i, l := range lines[:len(lines)/2*2] {
+		var doc map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &doc), l)
+		if i%2 == 0 {
+			require.NotContains(t, doc, "ShareGroup", "the broker's line first")
+			require.Contains(t, doc, "MaxConsumerGroupLag")
+		} else {
+			require.Equal(t, "workers", doc["ShareGroup"])
+			require.Equal(t, 4.0, doc["ShareOldestAvailableAgeSeconds"])
+		}
 	}
 }
