@@ -39,6 +39,10 @@ for every combination of the workload lists below, against each target:
              disk, S3 tier on its stand-in), started as a child process
   kfake      franz-go's in-memory kfake (one broker, RF 1), as a child
              process: the baseline every ratio (×) divides by
+  jetstream  NATS JetStream, three nodes in one child process, a stream
+             of 3 replicas on file storage: acknowledged publishes (async
+             for throughput, one at a time for latency) and an ordered
+             consumer; not in the default -targets
   -bootstrap any running Kafka-compatible cluster (no CPU or memory figures)
 
 It prints a table (and -json writes every figure). Lists are comma
@@ -86,7 +90,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprint(fs.Output(), benchHelp)
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&f.targets, "targets", "dev,kfake", "targets to run: dev, kfake (either or both; empty with -bootstrap for only that)")
+	fs.StringVar(&f.targets, "targets", "dev,kfake", "targets to run: dev, kfake, jetstream (any of them; empty with -bootstrap for only that)")
 	fs.StringVar(&f.bootstrap, "bootstrap", "", "also run against the cluster at this bootstrap address (host:port[,host:port])")
 	fs.IntVar(&f.rf, "rf", 3, "replication factor of the topics on the -bootstrap cluster")
 	fs.IntVar(&f.brokers, "brokers", 3, "brokers of the dev target (its replication factor is min(3, brokers))")
@@ -148,8 +152,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	targets := splitList(f.targets)
 	for _, t := range targets {
-		if t != "dev" && t != "kfake" {
-			return usageError{fmt.Errorf("invalid value %q for flag -targets: %q is not dev or kfake", f.targets, t)}
+		if t != "dev" && t != "kfake" && t != "jetstream" {
+			return usageError{fmt.Errorf("invalid value %q for flag -targets: %q is not dev, kfake or jetstream", f.targets, t)}
 		}
 	}
 	if len(targets) == 0 && f.bootstrap == "" {
@@ -241,7 +245,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		var total int64
 		for _, c := range cfgs {
 			for _, t := range live {
-				if t.Name != "kfake" || firstDurability(cfgs, c) {
+				if t.Strata || firstDurability(cfgs, c) {
 					total += 2 * c.Records() * int64(c.RecordBytes)
 				}
 			}
@@ -264,13 +268,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var failed error
 	for _, cfg := range cfgs {
 		for _, t := range live {
-			if t.Name == "kfake" && !firstDurability(cfgs, cfg) {
-				continue // the baseline has no durability modes: run it once per workload
+			if !t.Strata && !firstDurability(cfgs, cfg) {
+				continue // kfake and JetStream have no durability modes: run them once per workload
 			}
 			if bar != nil {
 				bar.Describe(fmt.Sprintf("%-34s %-9s", cfg.Name(), t.Name))
 			}
-			res, err := bench.Run(ctx, cfg, t.Target, progress)
+			run := bench.Run
+			if t.JetStream {
+				run = bench.RunJetStream
+			}
+			res, err := run(ctx, cfg, t.Target, progress)
 			rep.Results = append(rep.Results, res)
 			if err != nil {
 				failed = errors.Join(failed, fmt.Errorf("%s on %s: %w", cfg.Name(), t.Name, err))
@@ -519,6 +527,11 @@ func startTargetOnce(ctx context.Context, name string, f benchFlags, dir string,
 	case "kfake":
 		args = []string{benchKfakeCmd}
 		t.RF = 1
+	case "jetstream":
+		data := filepath.Join(dir, "jetstream")
+		os.RemoveAll(data)
+		args = []string{benchJetStreamCmd, data}
+		t.RF, t.JetStream = 3, true
 	}
 	logPath := filepath.Join(dir, name+".log")
 	logf, err := os.Create(logPath)

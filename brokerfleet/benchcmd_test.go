@@ -131,6 +131,38 @@ func TestBenchMeasuresEveryTarget(t *testing.T) {
 	}
 }
 
+// TestBenchJetStream runs one small workload on dev and on the JetStream
+// target (three NATS nodes in a child process): every record published
+// and read back, latency percentiles in order, CPU and memory of the
+// child, and the table's comparison line.
+func TestBenchJetStream(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "bench.json")
+	cmd := exec.Command(binPath, "bench", "-targets", "dev,jetstream", "-bytes", "2MiB", "-latency-samples", "50",
+		"-disk-bytes", "0", "-progress=false", "-json", out, "-data", t.TempDir())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "stderr: %s", stderr.String())
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	var rep bench.Report
+	require.NoError(t, json.Unmarshal(b, &rep))
+	require.Len(t, rep.Results, 2)
+	js := rep.Results[1]
+	require.Equal(t, "jetstream", js.Target)
+	require.Empty(t, js.Error)
+	require.Equal(t, 3, js.RF)
+	require.Equal(t, int64(2<<20/1024), js.Records)
+	require.Equal(t, js.Records, js.LoadedLatency.Count, "every publish acknowledged")
+	require.Greater(t, js.ProduceMBps, 0.0)
+	require.Greater(t, js.ConsumeMBps, 0.0)
+	l := js.OneInFlightLatency
+	require.Equal(t, int64(50), l.Count)
+	require.True(t, 0 < l.P50 && l.P50 <= l.P99 && l.P99 <= l.Max, "%+v", l)
+	require.Greater(t, js.PeakRSS, int64(1<<20))
+	require.Empty(t, js.Stages)
+	require.Contains(t, stdout.String(), "vs jetstream R3: 1KiB unkeyed p12 acks=all replicated on dev: produce ")
+}
+
 // TestBenchCompaction runs the compaction measurement on a tiny workload
 // (4 MiB of 100 B records over the 10,000 keys, 64 KiB segments): both produce
 // throughputs, a cleaner throughput from its passes, and a compacted log

@@ -72,6 +72,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runBench(ctx, args[1:], stdout, stderr)
 	case benchKfakeCmd:
 		err = runBenchKfake(ctx, stdout)
+	case benchJetStreamCmd:
+		err = runBenchJetStream(ctx, args[1:], stdout)
 	case "dlq":
 		err = runDLQ(ctx, args[1:], stdout, stderr)
 	case "trigger":

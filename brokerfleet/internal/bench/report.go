@@ -157,6 +157,7 @@ func (r *Report) Table(w io.Writer) {
 	}
 	r.stageTable(w)
 	r.scalingTable(w)
+	r.peerTable(w)
 	if i := r.Idle; i != nil {
 		fmt.Fprintf(w, "\nidle: %d partitions × RF %d on %s: %.2f%% of one core over %.0f s; RSS %d MiB → %d MiB (%.1f KiB per partition); created in %.1f s\n",
 			i.Partitions, i.RF, i.Target, i.CPUPercent, i.Seconds, i.RSSBefore>>20, i.RSSAfter>>20, float64(i.BytesPerPart)/1024, i.StartupSecond)

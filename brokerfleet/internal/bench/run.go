@@ -16,6 +16,8 @@ type Target struct {
 	RF     int   // replication factor of the benchmark topics
 	Proc   *Proc // the process serving it, for CPU and memory; nil if unknown
 	Strata bool  // takes strata.* topic configs (durability)
+	// JetStream: Addrs are NATS URLs of a JetStream cluster (RunJetStream).
+	JetStream bool
 	// Metrics are the brokers' Prometheus endpoints (Strata only), for
 	// the stage breakdown of the one-in-flight phase; nil: none.
 	Metrics []string

@@ -235,3 +235,28 @@ func (r *Report) scalingTable(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 }
+
+// peerTable writes, for every Strata workload that JetStream ran too
+// (same record size and count), Strata's figures relative to JetStream's.
+func (r *Report) peerTable(w io.Writer) {
+	var js []Result
+	for _, res := range r.Results {
+		if res.Target == "jetstream" && res.Error == "" {
+			js = append(js, res)
+		}
+	}
+	for _, res := range r.Results {
+		if res.Target == "jetstream" || res.Target == r.Baseline || res.Error != "" {
+			continue
+		}
+		for _, j := range js {
+			if j.RecordBytes != res.RecordBytes || j.Records != res.Records || j.Acks != res.Acks {
+				continue
+			}
+			fmt.Fprintf(w, "\nvs jetstream R%d: %s on %s: produce %.2f×, consume %.2f×, one-in-flight p99 %.2f× (%.2f vs %.2f ms)\n",
+				j.RF, res.Workload, res.Target, res.ProduceMBps/j.ProduceMBps, res.ConsumeMBps/j.ConsumeMBps,
+				float64(res.OneInFlightLatency.P99)/float64(max(j.OneInFlightLatency.P99, 1)),
+				float64(res.OneInFlightLatency.P99)/1000, float64(j.OneInFlightLatency.P99)/1000)
+		}
+	}
+}

@@ -43,3 +43,16 @@ func TestScalingTable(t *testing.T) {
 	r.scalingTable(&b)
 	require.Equal(t, "\npartition scaling on dev (1KiB unkeyed p12 acks=all, as p12): p1000 produce 0.80× consume 0.25×;\n", b.String())
 }
+
+// TestPeerTable: Strata's workloads against JetStream's run of the same
+// records, the baseline left out.
+func TestPeerTable(t *testing.T) {
+	r := &Report{Baseline: "kfake", Results: []Result{
+		{Target: "dev", Workload: "w", RecordBytes: 1024, Records: 10, Acks: "all", ProduceMBps: 200, ConsumeMBps: 400, OneInFlightLatency: Latency{P99: 600}},
+		{Target: "kfake", Workload: "w", RecordBytes: 1024, Records: 10, Acks: "all", ProduceMBps: 300, ConsumeMBps: 300},
+		{Target: "jetstream", Workload: "w", RF: 3, RecordBytes: 1024, Records: 10, Acks: "all", ProduceMBps: 40, ConsumeMBps: 100, OneInFlightLatency: Latency{P99: 1200}},
+	}}
+	var b strings.Builder
+	r.peerTable(&b)
+	require.Equal(t, "\nvs jetstream R3: w on dev: produce 5.00×, consume 4.00×, one-in-flight p99 0.50× (0.60 vs 1.20 ms)\n", b.String())
+}
