@@ -162,7 +162,7 @@ func TestCheckShareOverLimit(t *testing.T) {
 func TestCheckShareInconsistent(t *testing.T) {
 	h := newShareHist(2)
 	h.outcome(1, 12, OK, h.deliver(1, 10, 1, 0, 2))
-	h.outcome(1, 13, OK, []Rec{{Value: "v1"}})                                             // a second outcome
+	h.outcome(1, 13, OK, []Rec{{Value: "v1"}})                                                // a second outcome
 	h.ops = append(h.ops, Op{Process: 1, Type: Invoke, F: FShare, Recs: []Rec{{Value: "x"}}}) // nobody sent it
 	h.dlq("y")
 	h.drained(2)
