@@ -128,9 +128,8 @@ func CheckShare(ops []Op, limit int) *ShareResult {
 		outcome string
 	}
 	type confirm struct {
-		proc  int
-		count int32
-		wall  int64
+		d    *delivery
+		wall int64
 	}
 	stored := map[string]pos{}
 	finals := map[int32]int64{} // partition -> end
@@ -179,7 +178,7 @@ func CheckShare(ops []Op, limit int) *ShareResult {
 				}
 				d.outcome = op.Type
 				if op.Type == OK {
-					accepts[rec.Value] = append(accepts[rec.Value], confirm{op.Process, d.count, op.Wall})
+					accepts[rec.Value] = append(accepts[rec.Value], confirm{d, op.Wall})
 				}
 			}
 		case op.F == FShareOffsets && op.Type == OK:
@@ -212,7 +211,7 @@ func CheckShare(ops []Op, limit int) *ShareResult {
 		}
 		acc := accepts[v]
 		if len(acc) > 1 {
-			r.add(ShareDoubleAccept, "%s (%v): accepted by process %d (delivery %d) and process %d (delivery %d), both confirmed", v, at, acc[0].proc, acc[0].count, acc[1].proc, acc[1].count)
+			r.add(ShareDoubleAccept, "%s (%v): accepted by process %d (delivery %d) and process %d (delivery %d), both confirmed", v, at, acc[0].d.proc, acc[0].d.count, acc[1].d.proc, acc[1].d.count)
 		}
 		if len(acc) == 0 {
 			if !dlq[v] {
@@ -227,13 +226,13 @@ func CheckShare(ops []Op, limit int) *ShareResult {
 			}
 		}
 		for _, d := range ds {
-			if d.proc == first.proc && d.count == first.count && d.outcome == OK {
+			if d == first.d {
 				continue // the confirmed delivery itself
 			}
 			switch {
 			case d.fetched > first.wall:
 				r.add(ShareRedelivered, "%s (%v): delivered to process %d (delivery %d) %v after process %d's accept of delivery %d was confirmed",
-					v, at, d.proc, d.count, time.Duration(d.fetched-first.wall).Round(time.Millisecond), first.proc, first.count)
+					v, at, d.proc, d.count, time.Duration(d.fetched-first.wall).Round(time.Millisecond), first.d.proc, first.d.count)
 			case d.polled > first.wall:
 				r.Stale++
 			}

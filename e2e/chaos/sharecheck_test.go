@@ -120,6 +120,20 @@ func TestCheckShareRedelivered(t *testing.T) {
 	require.Contains(t, r.Examples[ShareRedelivered][0], "v1")
 }
 
+// The next leader may not know a delivery count that was never stored:
+// the same member delivered the same record with the same count after
+// its accept was confirmed is a redelivery all the same.
+func TestCheckShareRedeliveredSameMemberSameCount(t *testing.T) {
+	h := newShareHist(2)
+	h.outcome(1, 12, OK, h.deliver(1, 10, 1, 0, 2))
+	h.outcome(1, 32, OK, h.deliver(1, 30, 1, 1, 2))
+	h.drained(2)
+	r := h.check()
+	require.False(t, r.Valid)
+	require.Equal(t, 1, r.Counts[ShareRedelivered], r.Examples)
+	require.Equal(t, 1, r.Counts[ShareDoubleAccept], r.Examples)
+}
+
 // A record fetched before the accept that was confirmed, but handed to
 // the application after it (it sat in the member's buffer past its lock),
 // is stale, not redelivered.
