@@ -217,14 +217,17 @@ func (s *shareConsumers) StopAll() {
 	s.wg.Wait()
 }
 
-// shareLoop kills, with SIGKILL, the leader of a random partition (half
-// the time), the share group's coordinator (a third) or a share member
-// (the rest, replaced by a new one), restarting the broker 1-3 s later.
-// Members accept all the time, so every kill lands among accepts.
+// shareLoop, every 2-4 s, kills with SIGKILL the leader of a random
+// partition (a third of the time) or the share group's coordinator (a
+// third), pauses a leader past its lease with SIGSTOP (a sixth: it
+// resumes deposed, with share state and share sessions in memory), or
+// kills a share member (a sixth, replaced by a new one); a killed broker
+// restarts 1-3 s later. Members accept all the time, so every fault
+// lands among accepts.
 func shareLoop(n *nemesis) {
 	for n.sleep(n.between(2*time.Second, 4*time.Second)) {
-		k := n.rng.IntN(6)
-		if k == 5 {
+		switch k := n.rng.IntN(6); k {
+		case 5:
 			ms := n.sm.Members()
 			if len(ms) == 0 {
 				n.sm.Start()
@@ -233,17 +236,23 @@ func shareLoop(n *nemesis) {
 			id := ms[n.rng.IntN(len(ms))]
 			n.fault(fmt.Sprintf("kill -9 share member %d", id), n.between(500*time.Millisecond, 2*time.Second),
 				func() { n.sm.Kill(id) }, func() { n.sm.Start() })
-			continue
+		case 2:
+			b, what := n.target(0)
+			if b < 0 || !n.c.Up(b) {
+				continue
+			}
+			n.fault("SIGSTOP "+what, lease+n.between(time.Second, 3*time.Second), func() { n.c.Pause(b) }, func() { n.c.Resume(b) })
+		default:
+			b, what := n.target(0)
+			if k >= 3 {
+				b = groupCoordinator(n.c, shareGroup)
+				what = fmt.Sprintf("broker %d (share group coordinator)", b)
+			}
+			if b < 0 || b >= brokers || !n.c.Up(b) {
+				continue
+			}
+			n.fault("kill -9 "+what, n.between(time.Second, 3*time.Second), func() { n.c.Kill(b) }, func() { n.c.start(b) })
 		}
-		b, what := n.target(0)
-		if k >= 3 {
-			b = groupCoordinator(n.c, shareGroup)
-			what = fmt.Sprintf("broker %d (share group coordinator)", b)
-		}
-		if b < 0 || b >= brokers || !n.c.Up(b) {
-			continue
-		}
-		n.fault("kill -9 "+what, n.between(time.Second, 3*time.Second), func() { n.c.Kill(b) }, func() { n.c.start(b) })
 	}
 }
 
@@ -341,7 +350,8 @@ func shareStarts(c *cluster) (map[int32]int64, error) {
 // shareLoop as its nemesis): the workload produces, three member
 // processes consume through one share group and accept everything, and
 // the nemesis kills partition leaders, the group's coordinator and
-// members. expectInvalid skips the assertions (the caller makes its own).
+// members and pauses leaders. expectInvalid skips the assertions (the
+// caller makes its own).
 func runShareScenario(t *testing.T, sc scenario, seed uint64, dur time.Duration, expectInvalid bool) *report {
 	c := startCluster(t, sc.opts)
 	setupShareGroup(t, c)
@@ -432,7 +442,8 @@ func runShareScenario(t *testing.T, sc scenario, seed uint64, dur time.Duration,
 }
 
 // TestChaosShareGroups runs the share-group scenario: while leaders, the
-// group's coordinator and members are killed with SIGKILL, no record is
+// group's coordinator and members are killed with SIGKILL and leaders
+// paused past their leases, no record is
 // lost to the share group and none is delivered again after its accept
 // was confirmed (CheckShare).
 func TestChaosShareGroups(t *testing.T) {
