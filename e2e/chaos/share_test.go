@@ -470,7 +470,9 @@ func TestChaosShareUnsafeAckIsCaught(t *testing.T) {
 			n.fault("kill -9 "+what, 2*time.Second, func() { n.c.Kill(b) }, func() { n.c.start(b) })
 		}
 	}}
-	r := runShareScenario(t, sc, chaosSeed(t), 20*time.Second, true)
+	seed := chaosSeed(t)
+	t.Logf("seed %d (%s=%d replays it)", seed, seedEnv, seed)
+	r := runShareScenario(t, sc, seed, 20*time.Second, true)
 	t.Log("\n" + table([]*report{r}))
 	require.False(t, r.Share.Valid, "the share checker accepted a broker that answers acknowledgements before storing them")
 	require.Positive(t, r.Share.Counts[ShareRedelivered], "accepted records delivered again: %v", r.Share.Examples)
