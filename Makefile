@@ -55,10 +55,12 @@ demo:
 	cat $$dir/dev.out; \
 	$$dir/orders demo $(DEMOARGS)
 
-# Fault injection (e2e/chaos, build tag chaos): nine scenarios against three
-# serve processes, STRATA_CHAOS_DURATION each (default 60s; about 11 min on
-# 2 cores). STRATA_CHAOS_SEED replays a schedule; STRATA_CHAOS_OUT keeps the
-# histories, reports and broker logs.
+# Fault injection (e2e/chaos, build tag chaos): every TestChaos* test, the
+# scenarios against three serve processes, STRATA_CHAOS_DURATION each
+# (default 60s; about 11 min on 2 cores for TestChaos, and about 2.5 min for
+# TestChaosShareGroups and TestChaosShareUnsafeAckIsCaught). STRATA_CHAOS_SEED
+# replays a schedule; STRATA_CHAOS_OUT keeps the histories, reports and
+# broker logs.
 chaos:
 	$(GO) test -tags chaos -count=1 -timeout 40m ./e2e/chaos/ -run TestChaos -v
 

@@ -24,6 +24,9 @@ const testHooksEnv = "STRATA_TEST_HOOKS"
 //
 //	-test-unsafe-ack          acks=all answers before replication (loses
 //	                          acknowledged writes on failover, on purpose)
+//	-test-unsafe-share-ack    share-group acknowledgements answered before
+//	                          they are stored (a leader's death hands
+//	                          acknowledged records out again, on purpose)
 //	-test-peer-dial A=B,...   dial B whenever a peer at A is dialed (a
 //	                          proxy per broker-to-broker link)
 //	-test-clock-skew D        the broker's wall clock runs D ahead (or
@@ -33,6 +36,7 @@ func testHookFlags(fs *flag.FlagSet, cfg *broker.Config) {
 		return
 	}
 	fs.BoolVar(&cfg.UnsafeAckBeforeReplication, "test-unsafe-ack", false, "TEST ONLY ("+testHooksEnv+"=1): acknowledge acks=all produce before replication")
+	fs.BoolVar(&cfg.UnsafeShareAckBeforeStore, "test-unsafe-share-ack", false, "TEST ONLY ("+testHooksEnv+"=1): answer share-group acknowledgements before they are stored")
 	fs.Func("test-peer-dial", "TEST ONLY ("+testHooksEnv+"=1): peer address rewrites host:port=host:port,... for broker-to-broker dials", func(s string) error {
 		m := map[string]string{}
 		for _, kv := range strings.Split(s, ",") {

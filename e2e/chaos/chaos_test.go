@@ -48,6 +48,9 @@ func TestMain(m *testing.M) {
 	if b := os.Getenv(txnEnv); b != "" {
 		runTransformer(b, os.Getenv(txnSlotEnv), os.Getenv(txnProcEnv)) // a transformer process: never returns
 	}
+	if b := os.Getenv(shareEnv); b != "" {
+		runShareMember(b, os.Getenv(shareProcEnv)) // a share-group member process: never returns
+	}
 	os.Exit(m.Run())
 }
 
@@ -97,10 +100,12 @@ type report struct {
 	Table *TableResult `json:"table,omitempty"`
 	// Txn is the transactional scenario's check of its output topic.
 	Txn *TxnResult `json:"txn,omitempty"`
+	// Share is the share-group scenario's check of its consumers.
+	Share *ShareResult `json:"share,omitempty"`
 }
 
 func (r *report) pass() bool {
-	return r.Result != nil && r.Result.Valid && len(r.ReplicaDiffs) == 0 && (r.Table == nil || r.Table.Valid) && (r.Txn == nil || r.Txn.Valid)
+	return r.Result != nil && r.Result.Valid && len(r.ReplicaDiffs) == 0 && (r.Table == nil || r.Table.Valid) && (r.Txn == nil || r.Txn.Valid) && (r.Share == nil || r.Share.Valid)
 }
 
 func chaosDuration(t *testing.T) time.Duration {
@@ -360,6 +365,9 @@ func table(rows []*report) string {
 	for _, r := range rows {
 		if r.Txn != nil {
 			fmt.Fprintf(&b, "%s output: %s\n", r.Scenario, r.Txn.Summary())
+		}
+		if r.Share != nil {
+			fmt.Fprintf(&b, "%s share group: %s\n", r.Scenario, r.Share.Summary())
 		}
 	}
 	return b.String()

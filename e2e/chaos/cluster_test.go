@@ -68,8 +68,9 @@ func brokerBinary(t *testing.T) string {
 
 // clusterOpts vary the cluster per scenario.
 type clusterOpts struct {
-	unsafeAck bool            // -test-unsafe-ack on every broker
-	skew      [brokers]string // -test-clock-skew per broker ("" none)
+	unsafeAck      bool            // -test-unsafe-ack on every broker
+	unsafeShareAck bool            // -test-unsafe-share-ack on every broker
+	skew           [brokers]string // -test-clock-skew per broker ("" none)
 	// compaction: the compacted topic tableTopic too, and brokers whose
 	// cleaners and segment.ms rolls act within a second.
 	compaction bool
@@ -242,6 +243,9 @@ func (c *cluster) start(i int) {
 	}
 	if c.opts.unsafeAck {
 		args = append(args, "-test-unsafe-ack")
+	}
+	if c.opts.unsafeShareAck {
+		args = append(args, "-test-unsafe-share-ack")
 	}
 	if c.opts.compaction {
 		args = append(args, "-cleaner-backoff", "200ms", "-maintenance-interval", "500ms")

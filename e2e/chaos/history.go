@@ -47,6 +47,11 @@ type Rec struct {
 	Key       string `json:"k"`
 	Value     string `json:"v"`
 	Tomb      bool   `json:"tomb,omitempty"` // a null value (compacted topics: a delete)
+	// Share-group deliveries: the broker's delivery count, and when the
+	// member's client decoded the ShareFetch response that acquired it
+	// (Unix nanoseconds, the member's clock).
+	Count   int32 `json:"n,omitempty"`
+	Fetched int64 `json:"fetched,omitempty"`
 }
 
 // Op is one line of a history.
@@ -71,6 +76,9 @@ type Op struct {
 	Tomb bool `json:"tomb,omitempty"`
 	// txn (ok): whether the transaction committed
 	Committed bool `json:"committed,omitempty"`
+	// share: when the member saw it happen (Unix nanoseconds, its own
+	// clock, shared by every process of the machine)
+	Wall int64 `json:"wall,omitempty"`
 }
 
 // History records operations in order, from many goroutines. Ops get

@@ -26,8 +26,9 @@ type nemesis struct {
 	t   *testing.T
 	c   *cluster
 	h   *History
-	g   *group        // consumer-group members, or nil
-	tr  *transformers // the transactional scenario's transformers, or nil
+	g   *group          // consumer-group members, or nil
+	tr  *transformers   // the transactional scenario's transformers, or nil
+	sm  *shareConsumers // the share-group scenario's members, or nil
 	rng *rand.Rand
 	ctx context.Context
 }

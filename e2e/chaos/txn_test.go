@@ -291,12 +291,19 @@ func listEnds(c *cluster, topic string, isolation int8) (map[int32]int64, error)
 // isolation level, in offset order.
 func readOutput(t *testing.T, c *cluster, committed bool, ends map[int32]int64) []Rec {
 	t.Helper()
+	return readTopic(t, c, outTopic, committed, ends)
+}
+
+// readTopic reads every partition of a topic from its start to ends at an
+// isolation level, in offset order.
+func readTopic(t *testing.T, c *cluster, topic string, committed bool, ends map[int32]int64) []Rec {
+	t.Helper()
 	offsets := map[int32]kgo.Offset{}
 	for p := range ends {
 		offsets[p] = kgo.NewOffset().AtStart()
 	}
-	opts := []kgo.Opt{kgo.SeedBrokers(c.Bootstrap()...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{outTopic: offsets}),
-		kgo.FetchMaxWait(200 * time.Millisecond), kgo.ClientID("chaos-out-final")}
+	opts := []kgo.Opt{kgo.SeedBrokers(c.Bootstrap()...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
+		kgo.FetchMaxWait(200 * time.Millisecond), kgo.ClientID("chaos-" + topic + "-final")}
 	if committed {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}
@@ -319,7 +326,7 @@ func readOutput(t *testing.T, c *cluster, committed bool, ends map[int32]int64) 
 	deadline := time.Now().Add(3 * time.Minute)
 	for quiet := 0; !done() && quiet < 5; {
 		if time.Now().After(deadline) {
-			t.Errorf("output read incomplete after 3 minutes: read up to %v of %v", next, ends)
+			t.Errorf("read of %s incomplete after 3 minutes: read up to %v of %v", topic, next, ends)
 			break
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)

@@ -84,6 +84,10 @@ type Broker struct {
 	// last controller round (the tier's cluster-wide sweep runs there).
 	controlling atomic.Bool
 
+	// unsafeShareSyncs holds the share partitions whose delayed store is
+	// scheduled (Config.UnsafeShareAckBeforeStore, test-only).
+	unsafeShareSyncs sync.Map // *share.Partition -> bool
+
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the loops and connections

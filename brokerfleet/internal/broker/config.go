@@ -224,6 +224,13 @@ type Config struct {
 	// is answered right after the leader's append, before replication, so
 	// e2e/chaos can show its checker catches the writes this loses.
 	UnsafeAckBeforeReplication bool
+	// UnsafeShareAckBeforeStore is a test-only hook (serve's hidden
+	// -test-unsafe-share-ack, allowed only with STRATA_TEST_HOOKS=1): a
+	// share-group acknowledgement is answered as soon as it is applied in
+	// memory and stored up to 2 s later, so e2e/chaos can show its share
+	// checker catches the acknowledged records a leader's death then
+	// hands out again.
+	UnsafeShareAckBeforeStore bool
 }
 
 // CleanerConfig is the log cleaner's part of Config.

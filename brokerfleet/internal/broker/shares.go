@@ -155,6 +155,21 @@ func (b shareAPI) shareAcks(ctx context.Context, s *catalog.Snapshot, group, mem
 			out[tp] = code
 			continue
 		}
+		if b.cfg.UnsafeShareAckBeforeStore { // test-only: see Config
+			// Stored by a write 2 s after the first unstored one, so
+			// the last 0-2 s of acknowledgements are never durable.
+			out[tp] = 0
+			if _, scheduled := b.unsafeShareSyncs.LoadOrStore(sp, true); !scheduled {
+				go func() {
+					time.Sleep(2 * time.Second)
+					b.unsafeShareSyncs.Delete(sp)
+					sctx, cancel := context.WithTimeout(b.ctx, metaTimeout)
+					defer cancel()
+					sp.Sync(sctx)
+				}()
+			}
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
