@@ -21,8 +21,9 @@ import (
 var fetchBufPool = sync.Pool{New: func() any { return new([]byte) }} // sized by its first read
 
 // maxPooledFetchBuf is the largest buffer kept: a follower's 8 MiB
-// partition read is not pinned for a small consumer's next fetch.
-const maxPooledFetchBuf = 8<<20 + 64<<10
+// partition read (grown by doubling, so up to twice that) is kept, a
+// larger one is not pinned for a small consumer's next fetch.
+const maxPooledFetchBuf = 16<<20 + 128<<10
 
 // pooledAnswers maps a *kmsg.FetchResponse being sent to its buffers.
 var pooledAnswers sync.Map
