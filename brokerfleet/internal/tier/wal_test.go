@@ -651,7 +651,8 @@ func TestWALPendingSharesAreNotExpired(t *testing.T) {
 // Whether a flush gathered something is told by appends counted while it
 // wrote, not by a pending kick: the batch that kicked may already be in
 // the flush (one a tick started), and pacing the next flush for it would
-// make a lone producer wait the interval.
+// make a lone producer wait the interval. One batch arriving during the
+// flush is such a lone producer's too; two are load.
 func TestWALGatheredCountsArrivalsNotKicks(t *testing.T) {
 	ws := newWALStores(t)
 	gs := &gatedStore{Store: ws.objects, entered: make(chan struct{})}
@@ -679,5 +680,22 @@ func TestWALGatheredCountsArrivalsNotKicks(t *testing.T) {
 	e.produce(t, "durable", 0, 1)
 	e.tg.KickWAL() // arrives while the flush writes
 	close(gate)
-	require.True(t, <-done)
+	require.False(t, <-done, "one batch during the flush: not paced")
+
+	gs.mu.Lock()
+	gs.gate = make(chan struct{})
+	gate = gs.gate
+	gs.mu.Unlock()
+	go func() {
+		g, err := e.tg.flush()
+		assert.NoError(t, err)
+		done <- g
+	}()
+	<-gs.entered
+	for range 2 {
+		e.produce(t, "durable", 0, 1)
+		e.tg.KickWAL() // two arrive while the flush writes: load
+	}
+	close(gate)
+	require.True(t, <-done, "two batches during the flush: the next is paced")
 }
