@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -105,8 +106,10 @@ type Log struct {
 	now      func() time.Time
 
 	mu           sync.RWMutex
-	segs         []*segment // oldest first; the last one is active; never empty while open
-	start        int64      // log start offset, in [segs[0].base, NextOffset]
+	nextOff      atomic.Int64 // the active segment's next offset (noteNext)
+	activeBase   atomic.Int64 // and its base
+	segs         []*segment   // oldest first; the last one is active; never empty while open
+	start        int64        // log start offset, in [segs[0].base, NextOffset]
 	segmentBytes int64
 	segmentMs    time.Duration
 	closed       bool
@@ -183,6 +186,7 @@ func (l *Log) append(batches []byte, gaps bool) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	defer l.noteNext()
 	if err := l.usable(); err != nil {
 		return fmt.Errorf("segment: append: %w", err)
 	}
@@ -480,19 +484,22 @@ func (l *Log) StartOffset() int64 {
 }
 
 // NextOffset returns the log end offset, the offset of the next appended record.
-func (l *Log) NextOffset() int64 {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return l.active().next
+func (l *Log) NextOffset() int64 { return l.nextOff.Load() }
+
+// noteNext publishes the active segment's next offset and base for
+// NextOffset and ActiveBase, which read them without the lock (every fetch asks it of every partition
+// of its session). Every writer of l.mu defers it, so it runs before the
+// unlock: a reader never sees an offset the log does not hold.
+func (l *Log) noteNext() {
+	if len(l.segs) > 0 {
+		l.nextOff.Store(l.active().next)
+		l.activeBase.Store(l.active().base)
+	}
 }
 
 // ActiveBase returns the base offset of the active segment: it changes
 // when the log rolls.
-func (l *Log) ActiveBase() int64 {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return l.active().base
-}
+func (l *Log) ActiveBase() int64 { return l.activeBase.Load() }
 
 // Size returns the number of bytes of all segments.
 func (l *Log) Size() int64 {
@@ -570,6 +577,7 @@ func (l *Log) ScanHeaders(from int64, fn func(h Header) bool) error {
 func (l *Log) MaybeRoll() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	defer l.noteNext()
 	if err := l.usable(); err != nil {
 		return fmt.Errorf("segment: maybe roll: %w", err)
 	}
@@ -614,6 +622,7 @@ func (l *Log) OpenSegment(base int64) (File, int64, error) {
 func (l *Log) Roll() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	defer l.noteNext()
 	if err := l.usable(); err != nil {
 		return fmt.Errorf("segment: roll: %w", err)
 	}
@@ -630,6 +639,7 @@ func (l *Log) Roll() error {
 func (l *Log) SetSegmentConfig(segmentBytes int64, segmentMs time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	defer l.noteNext()
 	l.segmentBytes, l.segmentMs = segmentConfig(segmentBytes, segmentMs)
 }
 
@@ -642,6 +652,7 @@ func (l *Log) Close() error {
 	defer l.flush.release()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	defer l.noteNext()
 	if l.closed {
 		return nil
 	}
@@ -681,6 +692,7 @@ func (l *Log) Remove() error {
 	defer l.flush.release()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	defer l.noteNext()
 	if !l.closed {
 		l.closed = true
 		_ = l.closeFiles() // the files are deleted next

@@ -95,6 +95,7 @@ func Open(opts Options) (*Log, error) {
 		_ = l.closeFiles()
 		return nil, fmt.Errorf("segment: open %s: %w", o.Dir, err)
 	}
+	l.noteNext()
 	return l, nil
 }
 

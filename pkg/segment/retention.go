@@ -19,6 +19,7 @@ func (l *Log) DeleteTo(offset int64) error {
 	defer l.flush.release()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	defer l.noteNext()
 	if err := l.usable(); err != nil {
 		return fmt.Errorf("segment: delete to %d: %w", offset, err)
 	}
@@ -66,6 +67,7 @@ func (l *Log) ApplyRetentionBelow(retention time.Duration, retentionBytes, limit
 	defer l.flush.release()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	defer l.noteNext()
 	if err := l.usable(); err != nil {
 		return 0, fmt.Errorf("segment: apply retention: %w", err)
 	}
@@ -137,6 +139,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	defer l.flush.release()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	defer l.noteNext()
 	if err := l.usable(); err != nil {
 		return fmt.Errorf("segment: truncate to %d: %w", offset, err)
 	}
@@ -254,6 +257,7 @@ func (l *Log) ResetTo(offset int64) error {
 	defer l.flush.release()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	defer l.noteNext()
 	if err := l.usable(); err != nil {
 		return fmt.Errorf("segment: reset to %d: %w", offset, err)
 	}

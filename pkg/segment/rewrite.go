@@ -82,6 +82,7 @@ func (l *Log) BeginRewrite(bases []int64) (*Rewrite, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	defer l.noteNext()
 	if err := l.usable(); err != nil {
 		return nil, fmt.Errorf("segment: begin rewrite: %w", err)
 	}
@@ -225,6 +226,7 @@ func (w *Rewrite) Commit() error {
 	defer l.flush.release()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	defer l.noteNext()
 	i, err := w.located()
 	if err != nil {
 		w.abortLocked()
@@ -353,6 +355,7 @@ func (l *Log) CleanedOffset() int64 {
 func (l *Log) SetCleanedOffset(off int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	defer l.noteNext()
 	if err := l.usable(); err != nil {
 		return fmt.Errorf("segment: set cleaned offset: %w", err)
 	}
@@ -464,6 +467,7 @@ func (l *Log) Rewritten() map[int64]uint64 {
 func (l *Log) AckRewritten(base int64, gen uint64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	defer l.noteNext()
 	if g, ok := l.marks[base]; !ok || g != gen {
 		return nil
 	}

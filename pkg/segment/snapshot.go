@@ -105,6 +105,7 @@ func (l *Log) removeSnapshotsAbove(offset int64) error {
 func (l *Log) WriteSnapshot(offset int64, data []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	defer l.noteNext()
 	if err := l.usable(); err != nil {
 		return fmt.Errorf("segment: write snapshot at %d: %w", offset, err)
 	}

@@ -360,6 +360,9 @@ func (r *fetchRead) readPartition(s *catalog.Snapshot, fp *fetchsession.Part, to
 	committed := !replica && req.IsolationLevel == 1 // read_committed
 	var tierAborted *[]partition.AbortedTxn          // set when read_committed data came from the tier
 	switch {
+	case replica && fp.FetchOffset == p.LogEndOffset(), !replica && fp.FetchOffset == sp.HighWatermark:
+		// Caught up (most partitions of a large session): nothing to read,
+		// and no lock of the log taken to learn it.
 	case replica && b.reassignThrottle != nil && throttled(s, fp.Topic, fp.Partition, req.ReplicaID):
 		// A replica being added by a reassignment: at most the throttle's
 		// rate (the follower polls again).

@@ -128,12 +128,19 @@ func (p *Partition) ReplicaFetched(id int32, fetchOffset, logStart int64) error 
 			p.rep.followers[id] = f
 		}
 	}
+	// An idle partition of a follower's fetch session says the same on
+	// every fetch: only its catching up is news (the high watermark moves
+	// only when a log end in the ISR does, and ISR changes recompute it).
+	unchanged := f.fetched && f.leo == fetchOffset && f.logStart == logStart
 	prev := f.leo
 	f.leo, f.logStart, f.fetched = fetchOffset, logStart, true
 	if fetchOffset >= leo {
 		f.caughtUpAt = p.now()
 	}
 	p.repMu.Unlock()
+	if unchanged {
+		return nil
+	}
 	if p.observe != nil {
 		if d, ok := p.since(prev, fetchOffset); ok {
 			p.observe(StageFollowerAcked, d)
