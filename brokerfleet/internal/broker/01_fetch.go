@@ -184,12 +184,13 @@ func (r *fetchRead) serve() *kmsg.FetchResponse {
 	// the high watermark, followers also for appends (they read
 	// uncommitted data).
 	wake := make(chan struct{}, 1)
-	s := b.cat.Snapshot()
-	for i := range r.f.Parts {
-		if p, _, _ := servingReplica(s, req, r.f.Parts[i].Topic, r.f.Parts[i].Partition); p != nil {
-			defer p.Watch(wake)()
-			if req.ReplicaID >= 0 {
-				defer p.WatchAppends(wake)()
+	if req.ReplicaID >= 0 {
+		defer b.replicaWaiters.watch(req.ReplicaID, wake)() // replicawake.go
+	} else {
+		s := b.cat.Snapshot()
+		for i := range r.f.Parts {
+			if p, _, _ := servingReplica(s, req, r.f.Parts[i].Topic, r.f.Parts[i].Partition); p != nil {
+				defer p.Watch(wake)()
 			}
 		}
 	}
@@ -243,9 +244,22 @@ func (r *fetchRead) news(resp, first *kmsg.FetchResponse, moved bool) bool {
 	if first == nil {
 		return false
 	}
-	for i := range resp.Topics {
-		for j := range resp.Topics[i].Partitions {
-			if resp.Topics[i].Partitions[j].HighWatermark != first.Topics[i].Partitions[j].HighWatermark {
+	// The reads may hold different partitions (quiet ones are left out):
+	// compare those both hold. One only resp holds was quiet at first, so
+	// the session was told its high watermark then: News covers it.
+	type tp struct {
+		topic string
+		part  int32
+	}
+	was := map[tp]int64{}
+	for _, t := range first.Topics {
+		for _, p := range t.Partitions {
+			was[tp{t.Topic, p.Partition}] = p.HighWatermark
+		}
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if hw, ok := was[tp{t.Topic, p.Partition}]; ok && hw != p.HighWatermark {
 				return true
 			}
 		}
@@ -272,6 +286,9 @@ func (r *fetchRead) read() (resp *kmsg.FetchResponse, total int, now, moved bool
 	}
 	for i := range r.f.Parts {
 		fp := &r.f.Parts[i]
+		if r.quiet(s, fp) {
+			continue // no news: an incremental answer leaves it out anyway
+		}
 		if n := len(resp.Topics); n == 0 || resp.Topics[n-1].Topic != fp.Topic {
 			st := kmsg.NewFetchResponseTopic()
 			st.Topic = fp.Topic
@@ -288,6 +305,27 @@ func (r *fetchRead) read() (resp *kmsg.FetchResponse, total int, now, moved bool
 		now, moved = now || pnow, moved || pmoved
 	}
 	return resp, total, now, moved
+}
+
+// quiet reports whether a follower's incremental fetch has nothing to
+// say of a partition and nothing to tell it: the follower asks from this
+// leader's log end, as before, and was told the current high watermark
+// and log start. Such a partition (most of a large session) is recorded
+// as caught up (ReplicaQuiet) and left out of the read, which otherwise
+// costs a lookup, the read and a response entry per partition per pass.
+func (r *fetchRead) quiet(s *catalog.Snapshot, fp *fetchsession.Part) bool {
+	if r.req.ReplicaID < 0 || !r.f.Incremental() || (r.readable != nil && !r.readable(fp.Topic)) {
+		return false
+	}
+	p, leader, _ := servingReplica(s, r.req, fp.Topic, fp.Partition)
+	if p == nil || !leader || (fp.LeaderEpoch >= 0 && fp.LeaderEpoch != p.LeaderEpoch()) {
+		return false
+	}
+	hwm, start := fp.Told()
+	if p.HighWatermark() != hwm || p.LocalLogStartOffset() != start {
+		return false
+	}
+	return p.ReplicaQuiet(r.req.ReplicaID, fp.FetchOffset, fp.LogStartOffset)
 }
 
 // readPartition answers one partition; total and remaining are the bytes

@@ -52,21 +52,23 @@ type Broker struct {
 	cat      *catalog.Catalog
 	ctrl     *controller.Controller
 	follower *replication.Follower
-	tier     *tier.Manager    // nil without an object store
-	cleaner  *cleaner.Cleaner // nil when Config.Cleaner.Threads is 0
-	coord    *group.Coordinator
-	groupCfg *groupConfigs             // per-group configs (GROUP resources)
-	shares   *share.Manager            // share partitions led here (KIP-932)
-	dlq      atomic.Pointer[dlqWriter] // copies share dead letters (sharedlq.go)
-	offsets  *offsetsTopic             // the __consumer_offsets copy of commits (off unless OffsetsTopicPartitions)
-	txn      *txn.Coordinator          // the transaction coordinator
-	peers    *peers                    // requests to other brokers (markers, verification)
-	metrics  *metrics.Broker
-	registry *schemaregistry.Registry
-	admin    *admin
-	pids     *pidAllocator
-	sessions *fetchsession.Cache // incremental fetch sessions (KIP-227)
-	quotas   *quota.Manager      // client quotas (KIP-546), enforced in serve
+	// replicaWaiters wake follower fetches parked here (replicawake.go).
+	replicaWaiters replicaWaiters
+	tier           *tier.Manager    // nil without an object store
+	cleaner        *cleaner.Cleaner // nil when Config.Cleaner.Threads is 0
+	coord          *group.Coordinator
+	groupCfg       *groupConfigs             // per-group configs (GROUP resources)
+	shares         *share.Manager            // share partitions led here (KIP-932)
+	dlq            atomic.Pointer[dlqWriter] // copies share dead letters (sharedlq.go)
+	offsets        *offsetsTopic             // the __consumer_offsets copy of commits (off unless OffsetsTopicPartitions)
+	txn            *txn.Coordinator          // the transaction coordinator
+	peers          *peers                    // requests to other brokers (markers, verification)
+	metrics        *metrics.Broker
+	registry       *schemaregistry.Registry
+	admin          *admin
+	pids           *pidAllocator
+	sessions       *fetchsession.Cache // incremental fetch sessions (KIP-227)
+	quotas         *quota.Manager      // client quotas (KIP-546), enforced in serve
 	// reassignThrottle caps what is sent to replicas being added by a
 	// reassignment; nil when unthrottled.
 	reassignThrottle *replication.Throttle
@@ -179,6 +181,7 @@ func New(cfg Config) (*Broker, error) {
 		OnRole:       func(st metastore.PartitionState) { m.RoleApplied(cfg.NodeID, st) },
 		OnRemove:     b.topicRemoved,
 		ObserveStage: m.ReplicationStage,
+		WakeReplicas: b.replicaWaiters.wake,
 	}); err != nil {
 		cancel()
 		return nil, err

@@ -53,6 +53,8 @@ type Options struct {
 	// ObserveStage, if set, times the replication stages of every local
 	// partition's newest append (partition.Options.Observe).
 	ObserveStage func(partition.Stage, time.Duration)
+	// WakeReplicas is every local partition's Options.WakeReplicas.
+	WakeReplicas func(replicas []int32)
 }
 
 // Catalog owns the broker's view of the cluster; see the package comment.
@@ -335,7 +337,7 @@ func (c *Catalog) openPartition(t metastore.Topic, i int32, cfg topic.Config) (*
 	if err != nil {
 		return nil, fmt.Errorf("open %s-%d: %w", t.Name, i, err)
 	}
-	p, err := partition.New(partition.Options{Topic: t.Name, Index: i, Log: lg, Config: cfg, Now: c.opts.Clock.Now, Observe: c.opts.ObserveStage})
+	p, err := partition.New(partition.Options{Topic: t.Name, Index: i, Log: lg, Config: cfg, Now: c.opts.Clock.Now, Observe: c.opts.ObserveStage, WakeReplicas: c.opts.WakeReplicas})
 	if err != nil {
 		lg.Close()
 		return nil, err

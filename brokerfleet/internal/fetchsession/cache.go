@@ -149,6 +149,15 @@ type Fetch struct {
 	incremental bool
 }
 
+// Incremental reports whether the fetch is an incremental one of a
+// session: its answer leaves out the partitions with no news.
+func (f *Fetch) Incremental() bool { return f.s != nil && f.incremental }
+
+// Told returns what the session's last answer told the client of the
+// partition: its high watermark and log start (-1: nothing yet, or an
+// error).
+func (p *Part) Told() (hwm, logStart int64) { return p.toldHWM, p.toldStart }
+
 // Session returns the fetch's session id (0: none).
 func (f *Fetch) Session() int32 {
 	if f.s == nil {

@@ -50,6 +50,9 @@ type Options struct {
 	// Observe, if set, receives the replication stages of the newest
 	// append as a leader sees them (stages.go).
 	Observe func(Stage, time.Duration)
+	// WakeReplicas, if set, is called with the partition's replicas
+	// whenever its records, high watermark, log start or role change.
+	WakeReplicas func(replicas []int32)
 }
 
 // Partition is one partition's leader state.
@@ -80,6 +83,7 @@ type Partition struct {
 	rep   replication
 
 	observe     func(Stage, time.Duration) // nil: stages not timed
+	wake        func(replicas []int32)     // Options.WakeReplicas
 	markEnd     atomic.Int64               // the newest append's end (stages.go)
 	markAt      atomic.Int64               // its time, in Unix nanoseconds
 	committedAt atomic.Int64               // when the high watermark passed it; 0: not yet
@@ -106,6 +110,7 @@ func New(o Options) (*Partition, error) {
 		log:            o.Log,
 		now:            o.Now,
 		observe:        o.Observe,
+		wake:           o.WakeReplicas,
 		producers:      producers{},
 		txns:           newTxnState(),
 		watchers:       map[chan struct{}]struct{}{},
@@ -310,9 +315,23 @@ func (p *Partition) advanceHWM(off int64) {
 	p.notify()
 }
 
-func (p *Partition) notify() { p.signal(p.watchers) }
+func (p *Partition) notify() { p.signal(p.watchers); p.wakeReplicas() }
 
-func (p *Partition) notifyAppend() { p.signal(p.appendWatchers) }
+func (p *Partition) notifyAppend() { p.signal(p.appendWatchers); p.wakeReplicas() }
+
+// wakeReplicas tells Options.WakeReplicas of a change (records, high
+// watermark, log start, role): follower fetches parked at this leader
+// wait on one channel each there, not on every partition of their
+// session.
+func (p *Partition) wakeReplicas() {
+	if p.wake == nil {
+		return
+	}
+	p.repMu.Lock()
+	replicas := p.rep.replicas // replaced, never changed in place
+	p.repMu.Unlock()
+	p.wake(replicas)
+}
 
 func (p *Partition) signal(set map[chan struct{}]struct{}) {
 	p.watchMu.Lock()

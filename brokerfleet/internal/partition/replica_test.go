@@ -199,3 +199,29 @@ func TestReplicaFetchedRefusesWhatNoFollowerHolds(t *testing.T) {
 	require.NoError(t, p.ReplicaFetched(3, 10, 0))
 	require.EqualValues(t, 10, p.HighWatermark())
 }
+
+// TestReplicaQuietKeepsAnIdleFollowerInSync: a follower asking again from
+// the log end, as before, is quiet and recorded as caught up (it never
+// looks lagging however long the partition idles); any move is not quiet
+// and goes through ReplicaFetched.
+func TestReplicaQuietKeepsAnIdleFollowerInSync(t *testing.T) {
+	p, _ := newPartition(t, segment.NewMemFS(), testConfig("replicated"), time.Now)
+	p.SetReplication(1, true, []int32{1, 2}, []int32{1, 2})
+	mustAppend(t, p, plain(1, 2))
+	require.False(t, p.ReplicaQuiet(2, 2, 0), "it has never fetched")
+	require.NoError(t, p.ReplicaFetched(2, 2, 0))
+	require.EqualValues(t, 2, p.HighWatermark())
+	for range 4 {
+		time.Sleep(20 * time.Millisecond)
+		require.True(t, p.ReplicaQuiet(2, 2, 0))
+	}
+	require.Empty(t, p.LaggingISR(50*time.Millisecond), "quiet fetches prove it caught up")
+	require.False(t, p.ReplicaQuiet(2, 2, 1), "its log start moved")
+	require.False(t, p.ReplicaQuiet(2, 1, 0), "it asks from elsewhere")
+	mustAppend(t, p, plain(3))
+	require.False(t, p.ReplicaQuiet(2, 2, 0), "behind the log end")
+	time.Sleep(80 * time.Millisecond)
+	require.Equal(t, []int32{2}, p.LaggingISR(50*time.Millisecond), "behind for longer than the lag")
+	p.SetReplication(1, false, []int32{1, 2}, []int32{1, 2})
+	require.False(t, p.ReplicaQuiet(2, 3, 0), "not the leader")
+}
