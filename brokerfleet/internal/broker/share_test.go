@@ -11,8 +11,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,6 +29,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/stratamq/strata/brokerfleet/internal/brokertest"
+	"github.com/stratamq/strata/functions/dlqconsole"
 	"github.com/stratamq/strata/pkg/objstore/objstoretest"
 	"github.com/stratamq/strata/pkg/objstore/s3store"
 	"github.com/stratamq/strata/pkg/retry"
@@ -342,6 +347,40 @@ func TestShareGroupPoisonRecordDeadLettered(t *testing.T) {
 	require.EqualValues(t, 4, st.OriginOffset)
 	require.NoError(t, st.CheckOrigin("orders.dlq"))
 	require.Contains(t, st.LastError, "share.delivery.count.limit")
+
+	// The DLQ console lists it and replays it to its origin partition,
+	// where the share group delivers it afresh.
+	console, err := dlqconsole.New(dlqconsole.Options{Seeds: []string{b.Addr}, BasePath: "/console"})
+	require.NoError(t, err)
+	defer dlqconsole.Close(console)
+	srv := httptest.NewServer(console)
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/console/api/topics/orders.dlq/replay", "application/json",
+		strings.NewReader(fmt.Sprintf(`{"letters":[{"partition":%d,"offset":%d}]}`, letter.Partition, letter.Offset)))
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "replay: %s", body)
+	var replayed *kgo.Record
+	for replayed == nil && ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		for _, r := range fs.Records() {
+			r.Ack(kgo.AckAccept)
+			if string(r.Key) == "4" {
+				replayed = r
+			}
+		}
+		if len(fs.Records()) > 0 {
+			require.NoError(t, cl.FlushAcks(ctx))
+		}
+	}
+	require.NotNil(t, replayed, "the replayed letter reached the share group")
+	require.EqualValues(t, 1, replayed.DeliveryCount(), "a new record: its first delivery")
+	rst, ok, err := retry.Parse(replayed.Headers)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, 1, rst.Replays, "the replay is recorded in its headers")
+	require.EqualValues(t, 4, rst.OriginOffset)
 }
 
 // Bad input gets Kafka's error codes.
