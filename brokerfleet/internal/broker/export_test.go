@@ -48,7 +48,7 @@ func LocalRecords(b *Broker, topic string, idx int32) (recs []LocalRecord, ok bo
 	if !found || p == nil {
 		return nil, false, nil
 	}
-	start := p.LogStartOffset()
+	start := p.LocalLogStartOffset() // below it only the tier holds records
 	for off, hwm := start, p.HighWatermark(); off < hwm; {
 		batches, err := p.Read(nil, off, 1<<20, true)
 		if err != nil || len(batches) == 0 {
