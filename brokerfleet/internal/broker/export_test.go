@@ -2,6 +2,8 @@ package broker
 
 import (
 	"encoding/binary"
+	"errors"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -49,8 +51,16 @@ func LocalRecords(b *Broker, topic string, idx int32) (recs []LocalRecord, ok bo
 		return nil, false, nil
 	}
 	start := p.LocalLogStartOffset() // below it only the tier holds records
-	for off, hwm := start, p.HighWatermark(); off < hwm; {
+	for off, hwm, tries := start, p.HighWatermark(), 0; off < hwm; {
 		batches, err := p.Read(nil, off, 1<<20, true)
+		if errors.Is(err, segment.ErrOffsetOutOfRange) && len(recs) == 0 && tries < 50 {
+			// Retention removed the start meanwhile: the partition
+			// publishes its new log start just after the log moved it.
+			time.Sleep(10 * time.Millisecond)
+			start, tries = p.LocalLogStartOffset(), tries+1
+			off = start
+			continue
+		}
 		if err != nil || len(batches) == 0 {
 			return recs, true, err
 		}
