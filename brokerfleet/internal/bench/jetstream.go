@@ -62,13 +62,7 @@ func runJetStream(ctx context.Context, cfg Config, t Target, res *Result, progre
 	if t.Proc != nil {
 		t.Proc.ResetPeak()
 	}
-	cpu := func() time.Duration {
-		if t.Proc == nil {
-			return 0
-		}
-		d, _ := t.Proc.CPU()
-		return d
-	}
+	cpu := t.cpu
 	n := res.Records
 	value := make([]byte, cfg.RecordBytes)
 	rand.Read(value)

@@ -23,6 +23,15 @@ type Target struct {
 	Metrics []string
 }
 
+// cpu is the CPU time of the target's process so far (0 when unknown).
+func (t Target) cpu() time.Duration {
+	if t.Proc == nil {
+		return 0
+	}
+	d, _ := t.Proc.CPU()
+	return d
+}
+
 // Result is one workload's measurements on one target.
 type Result struct {
 	Target      string `json:"target"`
@@ -97,13 +106,7 @@ func run(ctx context.Context, cfg Config, t Target, res *Result, progress func(i
 	if t.Proc != nil {
 		t.Proc.ResetPeak()
 	}
-	cpu := func() time.Duration {
-		if t.Proc == nil {
-			return 0
-		}
-		d, _ := t.Proc.CPU()
-		return d
-	}
+	cpu := t.cpu
 
 	prod, value, err := Producer(cfg, topic, t.Addrs...)
 	if err != nil {

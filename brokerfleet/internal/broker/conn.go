@@ -444,7 +444,10 @@ func (b *Broker) writeResponses(nc net.Conn, cc *clientConn, queue <-chan *pendi
 		if p.wait != nil {
 			resp = p.wait()
 		}
-		waited := b.clock.Now()
+		var waited time.Time // when a Produce's records committed
+		if p.key == 0 {
+			waited = b.clock.Now()
+		}
 		throttle := max(p.throttle, chargeFetch(b, p.user, p.clientID, p.req, resp))
 		if throttle > 0 && resp != nil && p.raw == nil && !setThrottle(resp, throttle) {
 			// Before KIP-219 the broker held the response back.
