@@ -181,8 +181,9 @@ func (r *fetchRead) serve() *kmsg.FetchResponse {
 	}
 	news := r.news(first, nil, moved)
 	// Register before re-reading so no move is missed. Consumers wait for
-	// the high watermark, followers also for appends (they read
-	// uncommitted data).
+	// the high watermarks of their partitions; followers on one channel
+	// that every partition they replicate signals, appends included (they
+	// read uncommitted data).
 	wake := make(chan struct{}, 1)
 	if req.ReplicaID >= 0 {
 		defer b.replicaWaiters.watch(req.ReplicaID, wake)() // replicawake.go

@@ -88,9 +88,8 @@ type Partition struct {
 	markAt      atomic.Int64               // its time, in Unix nanoseconds
 	committedAt atomic.Int64               // when the high watermark passed it; 0: not yet
 
-	watchMu        sync.Mutex
-	watchers       map[chan struct{}]struct{} // high watermark / log start moved
-	appendWatchers map[chan struct{}]struct{} // log end moved
+	watchMu  sync.Mutex
+	watchers map[chan struct{}]struct{} // high watermark / log start moved
 
 	flushKick chan struct{}
 	flushStop chan struct{}
@@ -105,19 +104,18 @@ func New(o Options) (*Partition, error) {
 		o.Now = time.Now
 	}
 	p := &Partition{
-		topic:          o.Topic,
-		index:          o.Index,
-		log:            o.Log,
-		now:            o.Now,
-		observe:        o.Observe,
-		wake:           o.WakeReplicas,
-		producers:      producers{},
-		txns:           newTxnState(),
-		watchers:       map[chan struct{}]struct{}{},
-		appendWatchers: map[chan struct{}]struct{}{},
-		flushKick:      make(chan struct{}, 1),
-		flushStop:      make(chan struct{}),
-		flushDone:      make(chan struct{}),
+		topic:     o.Topic,
+		index:     o.Index,
+		log:       o.Log,
+		now:       o.Now,
+		observe:   o.Observe,
+		wake:      o.WakeReplicas,
+		producers: producers{},
+		txns:      newTxnState(),
+		watchers:  map[chan struct{}]struct{}{},
+		flushKick: make(chan struct{}, 1),
+		flushStop: make(chan struct{}),
+		flushDone: make(chan struct{}),
 	}
 	cfg := o.Config
 	p.cfg.Store(&cfg)
@@ -317,7 +315,9 @@ func (p *Partition) advanceHWM(off int64) {
 
 func (p *Partition) notify() { p.signal(p.watchers); p.wakeReplicas() }
 
-func (p *Partition) notifyAppend() { p.signal(p.appendWatchers); p.wakeReplicas() }
+// notifyAppend tells of new records: only follower fetches read them
+// before they commit.
+func (p *Partition) notifyAppend() { p.wakeReplicas() }
 
 // wakeReplicas tells Options.WakeReplicas of a change (records, high
 // watermark, log start, role): follower fetches parked at this leader
@@ -342,20 +342,6 @@ func (p *Partition) signal(set map[chan struct{}]struct{}) {
 		}
 	}
 	p.watchMu.Unlock()
-}
-
-// WatchAppends registers ch to receive a non-blocking send whenever the
-// log end moves (for replica fetches, which read uncommitted data). The
-// returned func unregisters it.
-func (p *Partition) WatchAppends(ch chan struct{}) (cancel func()) {
-	p.watchMu.Lock()
-	p.appendWatchers[ch] = struct{}{}
-	p.watchMu.Unlock()
-	return func() {
-		p.watchMu.Lock()
-		delete(p.appendWatchers, ch)
-		p.watchMu.Unlock()
-	}
 }
 
 // Watch registers ch to receive a non-blocking send whenever the high
