@@ -143,6 +143,7 @@ type readLimits struct {
 	budget    int64 // bytes left of maxBytes; may go negative after the first batch
 	maxOffset int64 // batches whose LastOffset() >= maxOffset are not returned
 	first     bool  // no batch has been returned yet
+	minSpan   int64 // ReadSpan: the smallest record set left in its file
 }
 
 // read appends to dst the batches of s that Log.Read returns, starting at
@@ -157,25 +158,9 @@ type readLimits struct {
 // (the batch containing offset starts before that entry). The bytes to
 // return are then moved to the front of the window.
 func (s *segment) read(dst []byte, offset int64, lim *readLimits) ([]byte, bool, error) {
-	if !lim.first && lim.budget <= 0 {
+	winStart, end, winEnd, ok := s.window(offset, lim)
+	if !ok {
 		return dst, false, nil
-	}
-	// The batch containing offset starts in [winStart, after], and no byte
-	// at or past end is returned.
-	var winStart, after int64
-	if offset > s.base {
-		winStart, after = s.idx.floor(s.rel(offset), s.size)
-	}
-	end := s.size
-	if lim.maxOffset < s.next {
-		if lim.maxOffset <= s.base {
-			return dst, false, nil
-		}
-		end = s.idx.ceil(s.rel(lim.maxOffset), s.size)
-	}
-	winEnd := end
-	if budget := max(lim.budget, 0); budget < end-after {
-		winEnd = after + budget
 	}
 
 	base := len(dst)
@@ -252,6 +237,33 @@ func (s *segment) read(dst []byte, offset int64, lim *readLimits) ([]byte, bool,
 	}
 	n := copy(dst[base:], dst[base+int(from):base+int(p)])
 	return dst[:base+n], cont, nil
+}
+
+// window returns the part of s a read from offset looks at: the batch
+// containing offset starts in [winStart, after] (after is where the next
+// index entry points), no byte at or past end is returned, and the byte
+// budget ends at winEnd (the first batch may run past it). ok is false
+// when the read can return nothing from s.
+func (s *segment) window(offset int64, lim *readLimits) (winStart, end, winEnd int64, ok bool) {
+	if !lim.first && lim.budget <= 0 {
+		return 0, 0, 0, false
+	}
+	var after int64
+	if offset > s.base {
+		winStart, after = s.idx.floor(s.rel(offset), s.size)
+	}
+	end = s.size
+	if lim.maxOffset < s.next {
+		if lim.maxOffset <= s.base {
+			return 0, 0, 0, false
+		}
+		end = s.idx.ceil(s.rel(lim.maxOffset), s.size)
+	}
+	winEnd = end
+	if budget := max(lim.budget, 0); budget < end-after {
+		winEnd = after + budget
+	}
+	return winStart, end, winEnd, true
 }
 
 // growTo returns b extended to length n, reallocating if needed.

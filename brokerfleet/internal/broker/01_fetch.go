@@ -396,6 +396,7 @@ func (r *fetchRead) readPartition(s *catalog.Snapshot, fp *fetchsession.Part, to
 	}
 	var data []byte
 	var err error
+	last := int64(-1)                                // the last offset in data, when a span says it
 	committed := !replica && req.IsolationLevel == 1 // read_committed
 	var tierAborted *[]partition.AbortedTxn          // set when read_committed data came from the tier
 	switch {
@@ -408,25 +409,19 @@ func (r *fetchRead) readPartition(s *catalog.Snapshot, fp *fetchsession.Part, to
 		if limit = b.reassignThrottle.Allow(max(limit, 0)); limit == 0 {
 			return sp, 0, false, moved
 		}
-		buf, took := r.bufs.take(fp.FetchOffset, p.LogEndOffset())
-		data, err = p.ReadUncommitted(buf, fp.FetchOffset, limit)
-		r.bufs.keep(took, data)
+		data, _, err = r.readLog(p, fp, limit, true, partition.ToLogEnd, p.LogEndOffset())
 		b.reassignThrottle.Spend(len(data))
 	case replica:
-		buf, took := r.bufs.take(fp.FetchOffset, p.LogEndOffset())
-		data, err = p.ReadUncommitted(buf, fp.FetchOffset, max(limit, 0))
-		r.bufs.keep(took, data)
+		data, _, err = r.readLog(p, fp, max(limit, 0), true, partition.ToLogEnd, p.LogEndOffset())
 		if len(data) > 0 {
 			p.ReplicaAnswered(req.ReplicaID, fp.FetchOffset)
 		}
 	default:
-		read := p.Read // read_uncommitted: up to the high watermark
+		upTo := partition.ToHighWatermark // read_uncommitted
 		if committed {
-			read = p.ReadCommitted // up to the last stable offset
+			upTo = partition.ToLastStable
 		}
-		buf, took := r.bufs.take(fp.FetchOffset, p.HighWatermark())
-		data, err = read(buf, fp.FetchOffset, max(limit, 0), total == 0)
-		r.bufs.keep(took, data)
+		data, last, err = r.readLog(p, fp, max(limit, 0), total == 0, upTo, p.HighWatermark())
 		if errors.Is(err, segment.ErrOffsetOutOfRange) && fp.FetchOffset < p.LocalLogStartOffset() {
 			switch {
 			case !leader:
@@ -458,11 +453,38 @@ func (r *fetchRead) readPartition(s *catalog.Snapshot, fp *fetchsession.Part, to
 		switch {
 		case tierAborted != nil:
 			sp.AbortedTransactions = abortedList(*tierAborted)
+		case committed && last >= 0:
+			sp.AbortedTransactions = abortedList(p.AbortedTxns(fp.FetchOffset, last+1))
 		case committed:
 			sp.AbortedTransactions = abortedIn(p, fp.FetchOffset, data)
 		}
 	}
 	return sp, len(data), false, moved
+}
+
+// readLog reads fp's records from p's log, up to upTo (end is that
+// offset, known to the caller), into a pooled buffer; on a connection
+// that takes sendfile, a record set of spanMinBytes or more stays in its
+// segment file and data is its placeholder (fetchspans.go), with last its
+// last offset (else -1).
+func (r *fetchRead) readLog(p *partition.Partition, fp *fetchsession.Part, limit int, minOne bool, upTo partition.Bound, end int64) (data []byte, last int64, err error) {
+	buf, took := r.bufs.take(fp.FetchOffset, end)
+	minSpan := 0
+	if took && r.cc.zeroCopy {
+		minSpan = spanMinBytes
+	}
+	data, span, err := p.ReadSpan(buf, fp.FetchOffset, limit, minOne, upTo, minSpan)
+	r.bufs.keep(took, data)
+	if span == nil {
+		return data, -1, err
+	}
+	if ph, ok := r.bufs.hold(span, fp.Topic); ok {
+		return ph, span.LastOffset, nil
+	}
+	data, err = span.Bytes(data)
+	_ = span.Close()
+	r.bufs.keep(took, data)
+	return data, -1, err
 }
 
 // resolveFetchIDs names the topics of a v13+ fetch, given by id, from

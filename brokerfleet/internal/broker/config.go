@@ -117,6 +117,10 @@ type Config struct {
 	// whatever the request asks (fetch.max.bytes); as in Kafka, one batch
 	// larger than it still goes out alone, so consumers progress.
 	FetchMaxBytes int32
+	// NoSendfile reads every record set a Fetch answers into memory, also
+	// on plain TCP connections, which otherwise get large ones from their
+	// segment files with sendfile(2) (fetchspans.go).
+	NoSendfile bool
 	// MaintenanceInterval is how often retention and segment.ms are applied.
 	MaintenanceInterval time.Duration
 	// FetchSessionSlots is the most incremental fetch sessions (KIP-227)

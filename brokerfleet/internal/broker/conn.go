@@ -50,6 +50,7 @@ type clientConn struct {
 	remote   string
 	sec      *security.Session // nil when security is off
 	muted    muter             // reads wait out client quota throttles
+	zeroCopy bool              // record sets may go with sendfile (fetchspans.go)
 }
 
 // Buffers of idle connections go back to pools: a connection holds a read
@@ -72,7 +73,7 @@ func (b *Broker) serveConn(nc net.Conn) {
 		nc, sec = b.cfg.Security.Accept(nc)
 	}
 	ctx, cancel := context.WithCancel(b.ctx)
-	cc := &clientConn{ctx: ctx, remote: nc.RemoteAddr().String(), sec: sec}
+	cc := &clientConn{ctx: ctx, remote: nc.RemoteAddr().String(), sec: sec, zeroCopy: !b.cfg.NoSendfile && zeroCopyConn(nc)}
 	queue := make(chan *pending, pendingDepth)
 	var inflight atomic.Int32 // requests read and not yet answered
 	writerDone := make(chan struct{})
@@ -466,16 +467,24 @@ func (b *Broker) writeResponses(nc net.Conn, cc *clientConn, queue <-chan *pendi
 		buf := *bufp
 		var err error
 		fr, isFetch := resp.(*kmsg.FetchResponse)
-		var pieces net.Buffers
+		var held *fetchBufs
+		var pieces []framePiece
 		if isFetch && p.raw == nil {
-			pieces, buf, isFetch = fetchFrame(buf, p.corr, fr)
-		}
-		if isFetch {
-			// Record sets go from the buffers they were read into.
-			if err = bw.Flush(); err == nil {
-				_, err = pieces.WriteTo(nc)
+			held = heldBy(fr)
+			pieces, buf, isFetch = fetchFrame(buf, p.corr, fr, held)
+			if !isFetch && held != nil && len(held.spans) > 0 {
+				err = errors.New("fetch answer with record sets in files could not be framed") // never sends placeholders
 			}
-		} else {
+		}
+		switch {
+		case err != nil:
+		case isFetch:
+			// Record sets go from the buffers they were read into, or
+			// from their files.
+			if err = bw.Flush(); err == nil {
+				err = writePieces(nc, pieces)
+			}
+		default:
 			buf = buf[:0]
 			if p.raw != nil {
 				buf = append(buf, p.raw...)
@@ -499,6 +508,9 @@ func (b *Broker) writeResponses(nc net.Conn, cc *clientConn, queue <-chan *pendi
 			b.metrics.ProduceResponded(clock.Since(b.clock, waited))
 		}
 		b.metrics.Responded(p.key, p.req, resp, clock.Since(b.clock, p.start))
+		if fq, ok := p.req.(*kmsg.FetchRequest); ok && err == nil {
+			held.countSpans(b.metrics, fq.ReplicaID >= 0)
+		}
 		answered(resp) // its pooled record buffers (fetchbufs.go)
 		inflight.Add(-1)
 		if err != nil || p.last {

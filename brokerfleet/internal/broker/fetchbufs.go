@@ -25,11 +25,15 @@ var fetchBufPool = sync.Pool{New: func() any { return new([]byte) }} // sized by
 // larger one is not pinned for a small consumer's next fetch.
 const maxPooledFetchBuf = 16<<20 + 128<<10
 
-// pooledAnswers maps a *kmsg.FetchResponse being sent to its buffers.
+// pooledAnswers maps a *kmsg.FetchResponse being sent to its *fetchBufs.
 var pooledAnswers sync.Map
 
-// fetchBufs are the pooled buffers of one answer.
-type fetchBufs []*[]byte
+// fetchBufs are the pooled buffers of one answer, and the record sets it
+// leaves in their segment files (spans, fetchspans.go).
+type fetchBufs struct {
+	pooled []*[]byte
+	spans  []heldSpan
+}
 
 // take returns an empty buffer from the pool, noted in bs, if a read
 // from offset below end can return records (ok); else nothing (an idle
@@ -39,15 +43,15 @@ func (bs *fetchBufs) take(offset, end int64) (buf []byte, ok bool) {
 		return nil, false
 	}
 	b := fetchBufPool.Get().(*[]byte)
-	*bs = append(*bs, b)
+	bs.pooled = append(bs.pooled, b)
 	return (*b)[:0], true
 }
 
 // keep records that the buffer taken last (if took) now holds data, which
 // may have grown past it (a new array: that one is pooled instead).
 func (bs *fetchBufs) keep(took bool, data []byte) {
-	if n := len(*bs); n > 0 && took && cap(data) > 0 {
-		*(*bs)[n-1] = data[:0]
+	if n := len(bs.pooled); n > 0 && took && cap(data) > 0 {
+		*bs.pooled[n-1] = data[:0]
 	}
 }
 
@@ -55,9 +59,9 @@ func (bs *fetchBufs) keep(took bool, data []byte) {
 // an answer written from a buffer after its release shows it.
 var poisonFetchBufs atomic.Bool
 
-// release gives every buffer back.
+// release gives every buffer back and closes the spans.
 func (bs *fetchBufs) release() {
-	for _, b := range *bs {
+	for _, b := range bs.pooled {
 		if poisonFetchBufs.Load() {
 			full := (*b)[:cap(*b)]
 			for i := range full {
@@ -68,14 +72,27 @@ func (bs *fetchBufs) release() {
 			fetchBufPool.Put(b)
 		}
 	}
-	*bs = nil
+	for _, h := range bs.spans {
+		_ = h.span.Close()
+	}
+	bs.pooled, bs.spans = nil, nil
 }
 
 // sendWith registers bs as resp's buffers, released by answered.
-func (bs fetchBufs) sendWith(resp *kmsg.FetchResponse) {
-	if len(bs) > 0 {
-		pooledAnswers.Store(resp, bs)
+func (bs *fetchBufs) sendWith(resp *kmsg.FetchResponse) {
+	if len(bs.pooled) > 0 || len(bs.spans) > 0 {
+		held := *bs
+		pooledAnswers.Store(resp, &held)
+		*bs = fetchBufs{}
 	}
+}
+
+// heldBy returns what resp holds (nil: nothing pooled, no spans).
+func heldBy(resp *kmsg.FetchResponse) *fetchBufs {
+	if v, ok := pooledAnswers.Load(resp); ok {
+		return v.(*fetchBufs)
+	}
+	return nil
 }
 
 // answered releases the buffers of a response once it is written and
@@ -86,7 +103,6 @@ func answered(resp kmsg.Response) {
 		return
 	}
 	if v, ok := pooledAnswers.LoadAndDelete(fr); ok {
-		bs := v.(fetchBufs)
-		bs.release()
+		v.(*fetchBufs).release()
 	}
 }

@@ -14,13 +14,13 @@ func TestFetchBufsReuse(t *testing.T) {
 	var bs fetchBufs
 	_, took := bs.take(5, 5)
 	require.False(t, took, "nothing to read: no buffer")
-	require.Empty(t, bs)
+	require.Empty(t, bs.pooled)
 	buf, took := bs.take(0, 10)
 	require.True(t, took)
 	data := append(buf, make([]byte, 1<<20)...) // the read grew it
 	bs.keep(took, data)
-	require.Len(t, bs, 1)
-	require.Equal(t, cap(data), cap(*bs[0]), "the grown array is the one pooled")
+	require.Len(t, bs.pooled, 1)
+	require.Equal(t, cap(data), cap(*bs.pooled[0]), "the grown array is the one pooled")
 	resp := kmsg.NewPtrFetchResponse()
 	bs.sendWith(resp)
 	_, registered := pooledAnswers.Load(resp)

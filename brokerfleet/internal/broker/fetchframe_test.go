@@ -51,10 +51,10 @@ func TestFetchFrameMatchesKmsg(t *testing.T) {
 			want := wire.AppendResponse(nil, 42, resp)
 			before := wire.AppendResponse(nil, 42, resp)
 
-			pieces, _, ok := fetchFrame(make([]byte, 0, 16), 42, resp)
+			pieces, _, ok := fetchFrame(make([]byte, 0, 16), 42, resp, nil)
 			require.True(t, ok)
 			var got bytes.Buffer
-			_, err := pieces.WriteTo(&got)
+			err := writePieces(&got, pieces)
 			require.NoError(t, err)
 			require.True(t, bytes.Equal(want, got.Bytes()), "frame differs: %d vs %d bytes", len(want), got.Len())
 			require.True(t, bytes.Equal(before, wire.AppendResponse(nil, 42, resp)), "fetchFrame changed the response")
@@ -72,7 +72,7 @@ func TestFetchFrameSmallSetsAreCopied(t *testing.T) {
 	sp.RecordBatches = make([]byte, 100)
 	st.Partitions = append(st.Partitions, sp)
 	resp.Topics = append(resp.Topics, st)
-	_, _, ok := fetchFrame(nil, 1, resp)
+	_, _, ok := fetchFrame(nil, 1, resp, nil)
 	require.False(t, ok)
 }
 
@@ -99,7 +99,7 @@ func BenchmarkFetchResponseWrite(b *testing.B) {
 		b.SetBytes(12 << 20)
 		for b.Loop() {
 			var ok bool
-			if _, buf, ok = fetchFrame(buf, 1, resp); !ok {
+			if _, buf, ok = fetchFrame(buf, 1, resp, nil); !ok {
 				b.Fatal("not vectored")
 			}
 		}

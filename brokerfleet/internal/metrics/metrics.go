@@ -55,6 +55,7 @@ type Broker struct {
 	produceRecords, produceBytes *prometheus.CounterVec // topic
 	fetchRecords, fetchBytes     *prometheus.CounterVec // topic
 	replicaFetchBytes            *prometheus.CounterVec // topic
+	sendfileBytes                prometheus.Counter
 
 	isrShrinks, isrExpands prometheus.Counter
 	leaderElections        prometheus.Counter
@@ -119,6 +120,8 @@ func New() *Broker {
 			Help: "Record batch bytes sent to consumers in Fetch responses, by topic."}, []string{"topic"}),
 		replicaFetchBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_replica_fetch_bytes_total",
 			Help: "Record batch bytes sent to follower replicas in Fetch responses, by topic."}, []string{"topic"}),
+		sendfileBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_fetch_sendfile_bytes_total",
+			Help: "Record batch bytes of Fetch responses (consumers' and followers') sent from their segment files with sendfile, not read into memory: large record sets on plain TCP connections."}),
 		isrShrinks: prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_isr_shrinks_total",
 			Help: "ISR changes written by this broker, as leader, that removed a replica."}),
 		isrExpands: prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_isr_expands_total",
@@ -143,7 +146,7 @@ func New() *Broker {
 		led:    map[partitionKey]int32{},
 	}
 	m.reg.MustRegister(m.requests, m.latency, m.errors, m.produceRecords, m.produceBytes,
-		m.fetchRecords, m.fetchBytes, m.replicaFetchBytes, m.isrShrinks, m.isrExpands, m.leaderElections,
+		m.fetchRecords, m.fetchBytes, m.replicaFetchBytes, m.sendfileBytes, m.isrShrinks, m.isrExpands, m.leaderElections,
 		m.tierUploads, m.tierUploadBytes, m.objectFlushes, m.objectFlushWrites, m.metaRequests, m.metaLatency, m.stages.vec)
 	// Both series exist from the start, so a rate over them is 0, not
 	// absent, on a broker that has not flushed yet.

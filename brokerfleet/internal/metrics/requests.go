@@ -66,6 +66,26 @@ func (m *Broker) fetched(r *kmsg.FetchResponse, replica bool) {
 	}
 }
 
+// FetchedRecords counts records a consumer's Fetch answer sent that its
+// record sets do not show: the broker's sendfile spans, whose record sets
+// in the response are zero-filled placeholders (countRecords finds no
+// batch in them).
+func (m *Broker) FetchedRecords(topic string, n int) {
+	if m == nil || n == 0 {
+		return
+	}
+	m.label(topic)
+	m.fetchRecords.WithLabelValues(topic).Add(float64(n))
+}
+
+// SentFile counts record bytes a Fetch answer sent with sendfile.
+func (m *Broker) SentFile(n int64) {
+	if m == nil || n == 0 {
+		return
+	}
+	m.sendfileBytes.Add(float64(n))
+}
+
 // countRecords sums the record counts of the whole batches in data (a
 // trailing partial batch, which Kafka may send, is not counted).
 func countRecords(data []byte) int {

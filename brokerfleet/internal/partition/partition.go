@@ -393,6 +393,44 @@ func (p *Partition) Read(dst []byte, offset int64, maxBytes int, minOne bool) ([
 	return out, nil
 }
 
+// Bound is where a read stops: below the high watermark (Read), the last
+// stable offset (ReadCommitted) or the log end (ReadUncommitted).
+type Bound int
+
+const (
+	ToHighWatermark Bound = iota
+	ToLastStable
+	ToLogEnd
+)
+
+// ReadSpan reads like Read, ReadCommitted or ReadUncommitted (upTo), but a
+// record set of at least minSpan bytes is left in its segment file
+// (segment.Log.ReadSpan): dst comes back unchanged with a span the caller
+// closes. A follower's read (ToLogEnd) always takes its first batch whole.
+func (p *Partition) ReadSpan(dst []byte, offset int64, maxBytes int, minOne bool, upTo Bound, minSpan int) ([]byte, *segment.Span, error) {
+	var limit int64
+	switch upTo {
+	case ToLastStable:
+		limit = p.LastStableOffset()
+	case ToLogEnd:
+		limit, minOne = p.log.NextOffset(), true
+	default:
+		limit = p.hwm.Load()
+	}
+	start := len(dst)
+	out, sp, err := p.log.ReadSpan(dst, offset, maxBytes, limit, minSpan)
+	if err != nil {
+		return dst, nil, err
+	}
+	if !minOne && (len(out)-start > maxBytes || (sp != nil && sp.Len > int64(maxBytes))) {
+		if sp != nil {
+			_ = sp.Close()
+		}
+		return out[:start], nil, nil
+	}
+	return out, sp, nil
+}
+
 // DeleteRecords moves the log start offset to off (-1: the high watermark)
 // and returns the new log start offset.
 func (p *Partition) DeleteRecords(off int64) (int64, error) {

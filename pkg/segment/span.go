@@ -1,0 +1,212 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// A Span is a run of whole batches left in a segment file, for a reader
+// that sends them to a socket with sendfile(2) instead of reading them
+// into memory (Log.ReadSpan).
+//
+// It holds its own descriptor of the file, a duplicate taken under the
+// log's read lock, so retention, compaction or closing the log cannot
+// close the file under it: a removed file stays readable until the span
+// is closed. A truncation (a follower cutting its log back to a new
+// leader's) can still shorten the file, so a sender that gets fewer bytes
+// than Len must treat what it sent as cut short (Kafka closes the
+// connection then, and so does the broker).
+type Span struct {
+	Pos, Len   int64 // the bytes, in the file
+	Records    int   // records in the batches
+	LastOffset int64 // of the last batch
+	fd         int   // the duplicate descriptor, for sendfile
+	file       *os.File
+}
+
+// FD returns the span's file descriptor, valid until Close.
+func (s *Span) FD() int { return s.fd }
+
+// ReadAt reads from the span's file (for a sender that cannot use
+// sendfile, and for tests).
+func (s *Span) ReadAt(p []byte, off int64) (int, error) { return s.file.ReadAt(p, off) }
+
+// Bytes reads the span into dst (appended) and returns it.
+func (s *Span) Bytes(dst []byte) ([]byte, error) {
+	n := len(dst)
+	dst = growTo(dst, n+int(s.Len))
+	k, err := s.file.ReadAt(dst[n:], s.Pos)
+	if k < int(s.Len) {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF // truncated since
+		}
+		return dst[:n], fmt.Errorf("segment: read span of %d bytes at %d: %w", s.Len, s.Pos, err)
+	}
+	return dst, nil
+}
+
+// Close releases the span's descriptor.
+func (s *Span) Close() error { return s.file.Close() }
+
+// duper is a File whose descriptor can be duplicated (OS files).
+type duper interface {
+	dup() (*os.File, int, error)
+}
+
+// ReadSpan is Read, except that when the record set it would return from
+// the first segment it reads is at least minSpan bytes (and the file is a
+// real one), it leaves it in the file: it returns dst unchanged and a Span
+// the caller must close. A span never crosses a segment (as in Kafka, the
+// fetch returns less and the next one goes on). Batch boundaries come from
+// the batch headers alone, read in small pieces. minSpan <= 0 is Read.
+func (l *Log) ReadSpan(dst []byte, offset int64, maxBytes int, maxOffset int64, minSpan int) ([]byte, *Span, error) {
+	if minSpan <= 0 {
+		out, err := l.Read(dst, offset, maxBytes, maxOffset)
+		return out, nil, err
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return dst, nil, fmt.Errorf("segment: read offset %d: %w", offset, ErrClosed)
+	}
+	if next := l.active().next; offset < l.start || offset > next {
+		return dst, nil, fmt.Errorf("segment: read offset %d: log holds [%d, %d): %w", offset, l.start, next, ErrOffsetOutOfRange)
+	}
+	if offset == l.active().next || offset >= maxOffset {
+		return dst, nil, nil
+	}
+	n := len(dst)
+	lim := readLimits{budget: int64(maxBytes), maxOffset: maxOffset, first: true, minSpan: int64(minSpan)}
+	for i := l.find(offset); i < len(l.segs); i++ {
+		var cont bool
+		var err error
+		var sp *Span
+		dst, sp, cont, err = l.segs[i].readOrSpan(dst, offset, &lim)
+		if err != nil {
+			return dst[:n], nil, fmt.Errorf("segment: read offset %d: %w", offset, err)
+		}
+		if sp != nil {
+			return dst, sp, nil
+		}
+		if !cont {
+			break
+		}
+	}
+	return dst, nil, nil
+}
+
+// readOrSpan is read, or for a large first read of a real file, the
+// batches it would return as a span (and cont false).
+func (s *segment) readOrSpan(dst []byte, offset int64, lim *readLimits) ([]byte, *Span, bool, error) {
+	d, ok := s.file.(duper)
+	if !ok || !lim.first {
+		dst, cont, err := s.read(dst, offset, lim)
+		return dst, nil, cont, err
+	}
+	winStart, end, winEnd, ok := s.window(offset, lim)
+	if !ok {
+		return dst, nil, false, nil
+	}
+	if winEnd-winStart < lim.minSpan {
+		dst, cont, err := s.read(dst, offset, lim)
+		return dst, nil, cont, err
+	}
+	sp, cont, err := s.walk(offset, winStart, end, winEnd, lim)
+	if err != nil || sp.Len == 0 {
+		return dst, nil, cont, err
+	}
+	if sp.Len < lim.minSpan {
+		// Smaller than the window promised (batches before offset, or
+		// the high watermark inside it): cheaper to read.
+		n := len(dst)
+		dst = growTo(dst, n+int(sp.Len))
+		if k, err := s.file.ReadAt(dst[n:], sp.Pos); k < int(sp.Len) {
+			if err == nil || errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return dst[:n], nil, false, fmt.Errorf("read segment %d at %d: %w", s.base, sp.Pos, err)
+		}
+		return dst, nil, cont, nil
+	}
+	f, fd, err := d.dup()
+	if err != nil {
+		return dst, nil, false, fmt.Errorf("segment %d: duplicate descriptor: %w", s.base, err)
+	}
+	sp.file, sp.fd = f, fd
+	return dst, sp, false, nil
+}
+
+// walk finds the batches read would return, from the headers alone: a
+// Span without a descriptor, and whether the read may continue into the
+// next segment. It follows read's rules exactly (positions absolute).
+func (s *segment) walk(offset, winStart, end, winEnd int64, lim *readLimits) (*Span, bool, error) {
+	sp := &Span{Pos: -1}
+	var buf [4 << 10]byte
+	bufAt, bufLen := int64(0), 0 // buf holds the file's [bufAt, bufAt+bufLen)
+	last := int64(0)             // size of the previous batch
+	pos := winStart
+	cont := true
+	for pos < end {
+		if s.size-pos < HeaderSize {
+			cont = false
+			break
+		}
+		if pos < bufAt || pos+HeaderSize > bufAt+int64(bufLen) {
+			// Batches larger than the buffer are jumped over: read only
+			// the next header then.
+			want := min(int64(len(buf)), s.size-pos)
+			if last >= int64(len(buf)) {
+				want = HeaderSize
+			}
+			k, err := s.file.ReadAt(buf[:want], pos)
+			if int64(k) < want {
+				if err == nil || errors.Is(err, io.EOF) {
+					err = io.ErrUnexpectedEOF
+				}
+				return sp, false, fmt.Errorf("read segment %d header at %d: %w", s.base, pos, err)
+			}
+			bufAt, bufLen = pos, k
+		}
+		h, err := ParseHeader(buf[pos-bufAt : pos-bufAt+HeaderSize])
+		if err != nil {
+			return sp, false, fmt.Errorf("read segment %d at %d: %w", s.base, pos, err)
+		}
+		size := int64(h.Size())
+		last = size
+		if h.LastOffset() < offset {
+			pos += size
+			continue
+		}
+		if h.LastOffset() >= lim.maxOffset || (!lim.first && size > lim.budget) {
+			cont = false
+			break
+		}
+		if lim.first {
+			if pos+size > s.size {
+				return sp, false, fmt.Errorf("read segment %d: batch at %d runs past end: %w", s.base, pos, ErrCorrupt)
+			}
+		} else if pos+size > winEnd {
+			cont = false
+			break
+		}
+		if sp.Pos < 0 {
+			sp.Pos = pos
+		}
+		sp.Records += int(h.NumRecords)
+		sp.LastOffset = h.LastOffset()
+		pos += size
+		lim.budget -= size
+		lim.first = false
+	}
+	if pos < s.size {
+		cont = false
+	}
+	if sp.Pos < 0 {
+		sp.Pos = pos
+		return sp, cont, nil
+	}
+	sp.Len = pos - sp.Pos
+	return sp, cont, nil
+}
