@@ -121,6 +121,7 @@ func handleFetch(b *Broker, cc *clientConn, req *kmsg.FetchRequest) func() kmsg.
 		catchUpIf(b, cc.ctx, ahead)
 		r := &fetchRead{b: b, cc: cc, req: req, f: f, readable: sessionRule(b, cc, req.ReplicaID >= 0)}
 		resp := r.serve()
+		f.NoteQuiet(r.quietIdx, r.quietNotes)
 		f.Finish(resp)
 		r.bufs.sendWith(resp) // released once written (conn.go)
 		return resp
@@ -147,6 +148,13 @@ func noteReplicaOffsets(b *Broker, req *kmsg.FetchRequest) {
 			_ = p.ReplicaFetched(req.ReplicaID, rp.FetchOffset, rp.LogStartOffset)
 		}
 	}
+	for _, ft := range req.ForgottenTopics {
+		for _, idx := range ft.Partitions {
+			if p, _ := leaderOf(s, ft.Topic, idx); p != nil {
+				p.ReplicaForgot(req.ReplicaID) // its session no longer vouches for it (quiet)
+			}
+		}
+	}
 }
 
 // fetchRead is one fetch being answered.
@@ -157,6 +165,23 @@ type fetchRead struct {
 	f        *fetchsession.Fetch
 	readable func(topic string) bool // nil: ACLs off
 	bufs     fetchBufs               // the pooled buffers of the newest read
+
+	// The quiet notes this fetch took (fetchsession.Fetch.NoteQuiet).
+	quietIdx   []int
+	quietNotes []any
+}
+
+// quietNote is what a follower's fetch session remembers of a partition
+// found quiet (fetchRead.quiet): while the catalog, the partition's log
+// end, high watermark and local log start are as they were, and the
+// follower sends nothing new of it, it is still quiet, and the session's
+// clock says the follower was caught up at each fetch, so nothing of the
+// partition is looked at. A 1,000-partition session's fetch costs a few
+// loads per partition then, not a lookup, a lock and a clock read each.
+type quietNote struct {
+	snap            *catalog.Snapshot
+	p               *partition.Partition
+	leo, hwm, start int64
 }
 
 // followerNewsDelay is how long a follower's fetch whose only news is a
@@ -285,9 +310,13 @@ func (r *fetchRead) read() (resp *kmsg.FetchResponse, total int, now, moved bool
 	if remaining <= 0 || remaining > int(r.b.cfg.FetchMaxBytes) {
 		remaining = int(r.b.cfg.FetchMaxBytes)
 	}
+	if r.req.ReplicaID >= 0 && r.f.Incremental() {
+		// Every quiet partition, noted or not, is caught up as of now.
+		r.f.Clock().Store(r.b.clock.Now().UnixNano())
+	}
 	for i := range r.f.Parts {
 		fp := &r.f.Parts[i]
-		if r.quiet(s, fp) {
+		if r.quiet(s, fp, i) {
 			continue // no news: an incremental answer leaves it out anyway
 		}
 		if n := len(resp.Topics); n == 0 || resp.Topics[n-1].Topic != fp.Topic {
@@ -314,9 +343,16 @@ func (r *fetchRead) read() (resp *kmsg.FetchResponse, total int, now, moved bool
 // and log start. Such a partition (most of a large session) is recorded
 // as caught up (ReplicaQuiet) and left out of the read, which otherwise
 // costs a lookup, the read and a response entry per partition per pass.
-func (r *fetchRead) quiet(s *catalog.Snapshot, fp *fetchsession.Part) bool {
+//
+// A partition found quiet gets a quietNote (fp is the i-th of the
+// fetch's parts), and while the note holds it is quiet without asking.
+func (r *fetchRead) quiet(s *catalog.Snapshot, fp *fetchsession.Part, i int) bool {
 	if r.req.ReplicaID < 0 || !r.f.Incremental() || (r.readable != nil && !r.readable(fp.Topic)) {
 		return false
+	}
+	if n, ok := fp.Quiet.(*quietNote); ok && n.snap == s && fp.FetchOffset == n.leo &&
+		n.p.LogEndOffset() == n.leo && n.p.HighWatermark() == n.hwm && n.p.LocalLogStartOffset() == n.start {
+		return true
 	}
 	p, leader, _ := servingReplica(s, r.req, fp.Topic, fp.Partition)
 	if p == nil || !leader || (fp.LeaderEpoch >= 0 && fp.LeaderEpoch != p.LeaderEpoch()) {
@@ -326,7 +362,13 @@ func (r *fetchRead) quiet(s *catalog.Snapshot, fp *fetchsession.Part) bool {
 	if p.HighWatermark() != hwm || p.LocalLogStartOffset() != start {
 		return false
 	}
-	return p.ReplicaQuiet(r.req.ReplicaID, fp.FetchOffset, fp.LogStartOffset)
+	if !p.ReplicaQuiet(r.req.ReplicaID, fp.FetchOffset, fp.LogStartOffset, r.f.Clock()) {
+		return false
+	}
+	n := &quietNote{snap: s, p: p, leo: fp.FetchOffset, hwm: hwm, start: start}
+	fp.Quiet = n // the next reads of this long poll
+	r.quietIdx, r.quietNotes = append(r.quietIdx, i), append(r.quietNotes, n)
+	return true
 }
 
 // readPartition answers one partition; total and remaining are the bytes

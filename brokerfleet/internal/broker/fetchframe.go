@@ -108,6 +108,12 @@ func fetchFrame(dst []byte, corr int32, resp *kmsg.FetchResponse, held *fetchBuf
 // writePieces writes a frame's pieces to w: runs of bytes with one
 // writev each (on a connection), spans with sendfile.
 func writePieces(w io.Writer, pieces []framePiece) error {
+	for _, p := range pieces {
+		if p.span != nil {
+			defer cork(w)()
+			break
+		}
+	}
 	var run net.Buffers
 	for i, p := range pieces {
 		if p.span == nil {

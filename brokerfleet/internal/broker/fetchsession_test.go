@@ -436,6 +436,20 @@ func TestFollowerFetchSessionBytes(t *testing.T) {
 	total := int64(0)
 	ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
 	require.EqualValues(t, 20, total)
+
+	// Idle past ReplicaLagMax: the idle fetches skip their quiet
+	// partitions without touching them (quietNote), and the session's
+	// clock alone keeps each follower in sync.
+	time.Sleep(3 * time.Second)
+	inSync := 0
+	for _, tp := range metadataOnConn(t, bs[1].Addr).Topics {
+		for _, p := range tp.Partitions {
+			if *tp.Topic == "followed" && len(p.ISR) == 2 {
+				inSync++
+			}
+		}
+	}
+	require.Equal(t, parts, inSync, "partitions with both replicas in sync after idling past the lag")
 }
 
 // TestFetchSessionsKeepACLs: a fetch session never lets a principal read

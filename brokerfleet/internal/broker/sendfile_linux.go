@@ -33,6 +33,26 @@ var hole = func() []byte {
 	return b
 }()
 
+// cork holds back partial segments on w (TCP_CORK) while a frame with
+// spans is written in pieces, so the peer gets it in full segments and
+// wakes once per segment, not once per piece; the returned func lets the
+// rest go.
+func cork(w io.Writer) func() {
+	sc, ok := w.(syscall.Conn)
+	if !ok {
+		return func() {}
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return func() {}
+	}
+	set := func(v int) {
+		_ = rc.Control(func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_CORK, v) })
+	}
+	set(1)
+	return func() { set(0) }
+}
+
 // errSpanCut is a span whose file was truncated under it.
 var errSpanCut = errors.New("record set shortened in its segment file while being sent")
 

@@ -22,6 +22,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -86,6 +87,11 @@ type Part struct {
 	// What the last answer told the client (-1: nothing yet, or an
 	// error): the partition is answered again when either changes.
 	toldHWM, toldStart int64
+
+	// Quiet is what the broker noted of the partition when it last found
+	// it had nothing to tell a follower (Fetch.NoteQuiet); nil again once
+	// the client sends the partition anew.
+	Quiet any
 }
 
 type key struct {
@@ -101,7 +107,8 @@ type session struct {
 	created  time.Time
 	lastUsed time.Time
 	parts    map[key]*Part
-	order    []key // fetch order: partitions that returned data move last
+	order    []key        // fetch order: partitions that returned data move last
+	clock    atomic.Int64 // Fetch.Clock
 }
 
 func (s *session) privileged() bool { return s.owner.Replica >= 0 }
@@ -158,6 +165,31 @@ func (f *Fetch) Incremental() bool { return f.s != nil && f.incremental }
 // error).
 func (p *Part) Told() (hwm, logStart int64) { return p.toldHWM, p.toldStart }
 
+// Clock returns the session's clock, a time (Unix ns) the broker stores
+// and reads as it likes (the last fetch of a follower's session that
+// found its quiet partitions quiet); nil for a sessionless fetch.
+func (f *Fetch) Clock() *atomic.Int64 {
+	if f.s == nil {
+		return nil
+	}
+	return &f.s.clock
+}
+
+// NoteQuiet sets the Quiet note of the session's partitions at the given
+// indexes of f.Parts (a fetch's notes, taken at once).
+func (f *Fetch) NoteQuiet(idx []int, notes []any) {
+	if f.s == nil || len(idx) == 0 {
+		return
+	}
+	f.c.mu.Lock()
+	defer f.c.mu.Unlock()
+	for n, i := range idx {
+		if p := f.s.parts[key{f.Parts[i].Topic, f.Parts[i].Partition}]; p != nil {
+			p.Quiet = notes[n]
+		}
+	}
+}
+
 // Session returns the fetch's session id (0: none).
 func (f *Fetch) Session() int32 {
 	if f.s == nil {
@@ -201,6 +233,7 @@ func (c *Cache) Begin(req *kmsg.FetchRequest, o Owner) (*Fetch, error) {
 		k := key{p.Topic, p.Partition}
 		if cur := s.parts[k]; cur != nil {
 			cur.FetchOffset, cur.MaxBytes, cur.LeaderEpoch, cur.LogStartOffset = p.FetchOffset, p.MaxBytes, p.LeaderEpoch, p.LogStartOffset
+			cur.Quiet = nil
 			continue
 		}
 		np := p

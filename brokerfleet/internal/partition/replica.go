@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/stratamq/strata/brokerfleet/internal/topic"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/stratamq/strata/pkg/segment"
@@ -17,6 +18,11 @@ type replica struct {
 	logStart   int64     // its local log start, as its last fetch said (-1: unknown)
 	caughtUpAt time.Time // last time its fetch reached our log end (monotonic)
 	answered   int64     // the newest append it was sent (stages.go)
+	// session is the clock (Unix ns) of the fetch session whose fetches
+	// find this partition quiet without asking it (ReplicaQuiet): while
+	// the follower is at our log end, each fetch of that session counts
+	// as caught up. Nil when no session vouches for it.
+	session *atomic.Int64
 }
 
 // replication is the partition's role as the control plane assigns it.
@@ -134,6 +140,9 @@ func (p *Partition) ReplicaFetched(id int32, fetchOffset, logStart int64) error 
 	unchanged := f.fetched && f.leo == fetchOffset && f.logStart == logStart
 	prev := f.leo
 	f.leo, f.logStart, f.fetched = fetchOffset, logStart, true
+	if !unchanged {
+		f.session = nil // until a quiet fetch vouches again
+	}
 	if fetchOffset >= leo {
 		f.caughtUpAt = p.now()
 	}
@@ -155,7 +164,13 @@ func (p *Partition) ReplicaFetched(id int32, fetchOffset, logStart int64) error 
 // start: it records that the follower is caught up and reports true;
 // otherwise it changes nothing and reports false (call ReplicaFetched).
 // An idle partition of a follower's session costs one lock this way.
-func (p *Partition) ReplicaQuiet(id int32, fetchOffset, logStart int64) bool {
+//
+// session, if not nil, is the clock of the follower's fetch session: the
+// broker may then skip asking again while nothing changes (neither this
+// partition's log end, high watermark and log start nor the follower's
+// offsets), and store each fetch's time in it instead; LaggingISR counts
+// the follower caught up as of that time while its log end is ours.
+func (p *Partition) ReplicaQuiet(id int32, fetchOffset, logStart int64, session *atomic.Int64) bool {
 	if fetchOffset != p.log.NextOffset() {
 		return false
 	}
@@ -164,9 +179,20 @@ func (p *Partition) ReplicaQuiet(id int32, fetchOffset, logStart int64) bool {
 	ok := p.rep.leader && f != nil && f.fetched && f.leo == fetchOffset && f.logStart == logStart
 	if ok {
 		f.caughtUpAt = p.now()
+		f.session = session
 	}
 	p.repMu.Unlock()
 	return ok
+}
+
+// ReplicaForgot records that a follower's fetch session no longer holds
+// the partition: no fetch of it vouches for the follower any more.
+func (p *Partition) ReplicaForgot(id int32) {
+	p.repMu.Lock()
+	if f := p.rep.followers[id]; f != nil {
+		f.session = nil
+	}
+	p.repMu.Unlock()
 }
 
 // ReplicaRange returns the offsets a follower holds as its fetches since
@@ -189,8 +215,19 @@ func (p *Partition) LaggingISR(maxLag time.Duration) []int32 {
 	p.repMu.Lock()
 	defer p.repMu.Unlock()
 	var out []int32
+	leo := p.log.NextOffset()
 	for _, id := range p.rep.isr {
-		if f := p.rep.followers[id]; id != p.rep.self && f != nil && p.now().Sub(f.caughtUpAt) > maxLag {
+		f := p.rep.followers[id]
+		if id == p.rep.self || f == nil {
+			continue
+		}
+		caught := f.caughtUpAt
+		if f.session != nil && f.fetched && f.leo == leo {
+			if t := time.Unix(0, f.session.Load()); t.After(caught) {
+				caught = t
+			}
+		}
+		if p.now().Sub(caught) > maxLag {
 			out = append(out, id)
 		}
 	}

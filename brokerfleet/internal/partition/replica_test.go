@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -208,20 +209,63 @@ func TestReplicaQuietKeepsAnIdleFollowerInSync(t *testing.T) {
 	p, _ := newPartition(t, segment.NewMemFS(), testConfig("replicated"), time.Now)
 	p.SetReplication(1, true, []int32{1, 2}, []int32{1, 2})
 	mustAppend(t, p, plain(1, 2))
-	require.False(t, p.ReplicaQuiet(2, 2, 0), "it has never fetched")
+	require.False(t, p.ReplicaQuiet(2, 2, 0, nil), "it has never fetched")
 	require.NoError(t, p.ReplicaFetched(2, 2, 0))
 	require.EqualValues(t, 2, p.HighWatermark())
 	for range 4 {
 		time.Sleep(20 * time.Millisecond)
-		require.True(t, p.ReplicaQuiet(2, 2, 0))
+		require.True(t, p.ReplicaQuiet(2, 2, 0, nil))
 	}
 	require.Empty(t, p.LaggingISR(50*time.Millisecond), "quiet fetches prove it caught up")
-	require.False(t, p.ReplicaQuiet(2, 2, 1), "its log start moved")
-	require.False(t, p.ReplicaQuiet(2, 1, 0), "it asks from elsewhere")
+	require.False(t, p.ReplicaQuiet(2, 2, 1, nil), "its log start moved")
+	require.False(t, p.ReplicaQuiet(2, 1, 0, nil), "it asks from elsewhere")
 	mustAppend(t, p, plain(3))
-	require.False(t, p.ReplicaQuiet(2, 2, 0), "behind the log end")
+	require.False(t, p.ReplicaQuiet(2, 2, 0, nil), "behind the log end")
 	time.Sleep(80 * time.Millisecond)
 	require.Equal(t, []int32{2}, p.LaggingISR(50*time.Millisecond), "behind for longer than the lag")
 	p.SetReplication(1, false, []int32{1, 2}, []int32{1, 2})
-	require.False(t, p.ReplicaQuiet(2, 3, 0), "not the leader")
+	require.False(t, p.ReplicaQuiet(2, 3, 0, nil), "not the leader")
+}
+
+// TestQuietSessionClockVouches: once a quiet fetch names its session's
+// clock, later fetches of that session only move the clock, and the
+// follower stays in sync while its log end is ours; it does not once the
+// session stops (its clock stands still), once the session forgets the
+// partition, or once the leader's log moves past it.
+func TestQuietSessionClockVouches(t *testing.T) {
+	var now atomic.Int64
+	now.Store(time.Unix(1000, 0).UnixNano())
+	clk := func() time.Time { return time.Unix(0, now.Load()) }
+	p, _ := newPartition(t, segment.NewMemFS(), testConfig("replicated"), clk)
+	p.SetReplication(1, true, []int32{1, 2}, []int32{1, 2})
+	mustAppend(t, p, plain(1, 2))
+	require.NoError(t, p.ReplicaFetched(2, 2, 0))
+	var session atomic.Int64
+	session.Store(now.Load())
+	require.True(t, p.ReplicaQuiet(2, 2, 0, &session))
+	const lag = 10 * time.Second
+	tick := func(d time.Duration, fetch bool) {
+		now.Add(int64(d))
+		if fetch {
+			session.Store(now.Load()) // the broker, at each fetch of the session
+		}
+	}
+	for range 5 {
+		tick(5*time.Second, true)
+	}
+	require.Empty(t, p.LaggingISR(lag), "each fetch of the session vouches")
+	tick(11*time.Second, false)
+	require.Equal(t, []int32{2}, p.LaggingISR(lag), "a session that stopped fetching does not")
+
+	tick(0, true)
+	require.Empty(t, p.LaggingISR(lag))
+	p.ReplicaForgot(2)
+	tick(11*time.Second, true)
+	require.Equal(t, []int32{2}, p.LaggingISR(lag), "a session without the partition does not")
+
+	require.NoError(t, p.ReplicaFetched(2, 2, 0))
+	require.True(t, p.ReplicaQuiet(2, 2, 0, &session))
+	mustAppend(t, p, plain(3))
+	tick(11*time.Second, true)
+	require.Equal(t, []int32{2}, p.LaggingISR(lag), "behind the log end: the session's fetches prove nothing")
 }
