@@ -103,6 +103,9 @@ func run(ctx context.Context, cfg Config, t Target, res *Result, progress func(i
 		defer cancel()
 		adm.DeleteTopics(dctx, topic)
 	}()
+	if err := Warm(ctx, topic, cfg.Partitions, t.Addrs...); err != nil {
+		return err
+	}
 	if t.Proc != nil {
 		t.Proc.ResetPeak()
 	}
@@ -128,7 +131,7 @@ func run(ctx context.Context, cfg Config, t Target, res *Result, progress func(i
 	if cfg.transactional() {
 		consume = ConsumeCommitted // a transactional workload is read as its consumers would
 	}
-	if d, err = consume(ctx, topic, res.Records, progress, t.Addrs...); err != nil {
+	if d, err = consume(ctx, topic, res.Records+int64(cfg.Partitions), progress, t.Addrs...); err != nil { // and Warm's
 		return fmt.Errorf("consume from %s: %w", t.Name, err)
 	}
 	c2 := cpu()
