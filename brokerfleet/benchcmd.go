@@ -22,6 +22,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -617,7 +618,9 @@ func idleRun(ctx context.Context, t *benchTarget, parts, rf int, d time.Duration
 	fmt.Fprintf(stderr, "idle: creating %d partitions\n", parts)
 	start := time.Now()
 	const topic = "bench-idle"
-	if r, err := adm.CreateTopic(ctx, int32(parts), int16(rf), nil, topic); err != nil || r.Err != nil {
+	// A creation slower than the client's request timeout is retried by
+	// kadm, and the retry finds the topic the first attempt made.
+	if r, err := adm.CreateTopic(ctx, int32(parts), int16(rf), nil, topic); !errors.Is(errors.Join(err, r.Err), kerr.TopicAlreadyExists) && (err != nil || r.Err != nil) {
 		return nil, fmt.Errorf("create %d partitions: %v", parts, errors.Join(err, r.Err))
 	}
 	for {
