@@ -181,6 +181,11 @@ func NewFleet(scope constructs.Construct, id string, cfg Config, net *Network, d
 			Retries:     jsii.Number(10),
 			StartPeriod: awscdk.Duration_Seconds(jsii.Number(300)),
 		},
+		// Every partition replica keeps its active segment open, and
+		// -max-connections defaults to three quarters of the limit:
+		// Fargate's default of 65,535 would be shared by 10,000 partitions
+		// and 49,151 connections. Fargate's most instead.
+		Ulimits: &[]*awsecs.Ulimit{{Name: awsecs.UlimitName_NOFILE, SoftLimit: jsii.Number(1048576), HardLimit: jsii.Number(1048576)}},
 		// Time to hand over partition leadership before SIGKILL (Fargate's most).
 		StopTimeout: awscdk.Duration_Seconds(jsii.Number(120)),
 		Logging: awsecs.LogDrivers_AwsLogs(&awsecs.AwsLogDriverProps{

@@ -281,6 +281,7 @@ func TestFleet(t *testing.T) {
 			"Environment":      assertions.Match_ArrayWith(&env),
 			"HealthCheck":      map[string]any{"Command": []any{"CMD", "/brokerfleet", "health", "-ready", "-http", "127.0.0.1:9644"}},
 			"LogConfiguration": map[string]any{"LogDriver": "awslogs"},
+			"Ulimits":          []any{map[string]any{"Name": "nofile", "SoftLimit": 1048576, "HardLimit": 1048576}},
 		})},
 	})
 	td := props(only(t, s.resources("AWS::ECS::TaskDefinition")))
