@@ -29,7 +29,8 @@ type fetchSession struct {
 	epoch int32 // 0: the next fetch is full and creates a session
 	held  map[partKey]sentPart
 
-	// What the request in flight tells, recorded once it is answered.
+	// What the request in flight tells (a full fetch: every partition;
+	// an incremental one: those it sends), recorded once it is answered.
 	full   bool
 	told   map[partKey]sentPart
 	forgot []partKey
@@ -45,16 +46,30 @@ func sentOf(f followed) sentPart {
 func (s *fetchSession) fill(req *kmsg.FetchRequest, parts []followed) {
 	req.SessionID, req.SessionEpoch = s.id, s.epoch
 	s.full = s.epoch == 0
-	s.told = make(map[partKey]sentPart, len(parts))
 	s.forgot = s.forgot[:0]
+	// A full fetch tells every partition; an incremental one only those
+	// the session does not hold as they are now (most of a large
+	// session's partitions are held as they are: they cost one lookup).
+	if s.full {
+		s.told = make(map[partKey]sentPart, len(parts))
+	} else {
+		s.told = map[partKey]sentPart{}
+	}
 	byTopic := map[string]int{}
+	present := 0 // parts the session holds (parts are distinct)
 	for _, f := range parts {
 		k := partKey{f.topic, f.index}
 		st := sentOf(f)
-		s.told[k] = st
-		if held, ok := s.held[k]; ok && !s.full && held == st {
-			continue
+		if !s.full {
+			held, ok := s.held[k]
+			if ok {
+				present++
+			}
+			if ok && held == st {
+				continue
+			}
 		}
+		s.told[k] = st
 		i, ok := byTopic[f.topic]
 		if !ok {
 			rt := kmsg.NewFetchRequestTopic()
@@ -71,12 +86,16 @@ func (s *fetchSession) fill(req *kmsg.FetchRequest, parts []followed) {
 		rp.PartitionMaxBytes = replicaPartMaxBytes
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
-	if s.full {
-		return
+	if s.full || present == len(s.held) {
+		return // every held partition is still followed
+	}
+	followedNow := make(map[partKey]struct{}, len(parts))
+	for _, f := range parts {
+		followedNow[partKey{f.topic, f.index}] = struct{}{}
 	}
 	forgotten := map[string]int{}
 	for k := range s.held {
-		if _, ok := s.told[k]; ok {
+		if _, ok := followedNow[k]; ok {
 			continue
 		}
 		s.forgot = append(s.forgot, k)

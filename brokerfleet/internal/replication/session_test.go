@@ -87,6 +87,20 @@ func TestFollowerSession(t *testing.T) {
 	parts, forgotten = listed(req)
 	require.Equal(t, []int32{2}, parts, "followed again: added back")
 	require.Empty(t, forgotten)
+	require.True(t, s.answered(ok(42)))
+
+	// One partition swapped for another in the same fetch: as many
+	// followed as held, yet one of them is forgotten.
+	swapped := []followed{all[0], all[1], followedPart(t, 3)}
+	req = r.fetchRequest(swapped, &s, time.Second)
+	parts, forgotten = listed(req)
+	require.Equal(t, []int32{3}, parts)
+	require.Equal(t, []int32{2}, forgotten)
+	require.True(t, s.answered(ok(42)))
+	req = r.fetchRequest(swapped, &s, time.Second)
+	parts, forgotten = listed(req)
+	require.Empty(t, parts, "the session holds the swap")
+	require.Empty(t, forgotten)
 
 	// A lost answer: the leader may have moved on, so start over, closing
 	// the old session.
