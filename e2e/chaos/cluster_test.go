@@ -113,10 +113,19 @@ type proc struct {
 // ports of outgoing connections: an ephemeral port freed here could be
 // taken by a proxy or a connection before the broker binds it, or while a
 // killed broker is down.
+//
+// A port is handed out once per process: the listener is closed before
+// the caller binds it, so without that two callers of one test (a broker
+// and a proxy) could be given the same free port, and the second to bind
+// fails (it did, once in a run of 17 scenarios).
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	for range 1000 {
-		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
+		port := 20000 + rand.IntN(12000)
+		if _, taken := handedOut.LoadOrStore(port, true); taken {
+			continue
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		ln, err := net.Listen("tcp", addr)
 		if err == nil {
 			ln.Close()
@@ -126,6 +135,9 @@ func freeAddr(t *testing.T) string {
 	t.Fatal("no free port in 20000-31999")
 	return ""
 }
+
+// handedOut holds the ports freeAddr has returned.
+var handedOut sync.Map
 
 func newProxy(t *testing.T, name, target string) *Proxy {
 	t.Helper()
