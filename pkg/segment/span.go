@@ -29,20 +29,25 @@ type Span struct {
 // FD returns the span's file descriptor, valid until Close.
 func (s *Span) FD() int { return s.fd }
 
-// ReadAt reads from the span's file (for a sender that cannot use
-// sendfile, and for tests).
-func (s *Span) ReadAt(p []byte, off int64) (int, error) { return s.file.ReadAt(p, off) }
-
 // Bytes reads the span into dst (appended) and returns it.
 func (s *Span) Bytes(dst []byte) ([]byte, error) {
-	n := len(dst)
-	dst = growTo(dst, n+int(s.Len))
-	k, err := s.file.ReadAt(dst[n:], s.Pos)
-	if k < int(s.Len) {
+	out, err := appendRange(dst, s.file, s.Pos, s.Len)
+	if err != nil {
+		return out, fmt.Errorf("segment: read span: %w", err) // truncated since
+	}
+	return out, nil
+}
+
+// appendRange appends the n bytes of f at pos to dst; a short read is
+// io.ErrUnexpectedEOF.
+func appendRange(dst []byte, f io.ReaderAt, pos, n int64) ([]byte, error) {
+	base := len(dst)
+	dst = growTo(dst, base+int(n))
+	if k, err := f.ReadAt(dst[base:], pos); k < int(n) {
 		if err == nil || errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF // truncated since
+			err = io.ErrUnexpectedEOF
 		}
-		return dst[:n], fmt.Errorf("segment: read span of %d bytes at %d: %w", s.Len, s.Pos, err)
+		return dst[:base], fmt.Errorf("read %d bytes at %d: %w", n, pos, err)
 	}
 	return dst, nil
 }
@@ -120,15 +125,11 @@ func (s *segment) readOrSpan(dst []byte, offset int64, lim *readLimits) ([]byte,
 	if sp.Len < lim.minSpan {
 		// Smaller than the window promised (batches before offset, or
 		// the high watermark inside it): cheaper to read.
-		n := len(dst)
-		dst = growTo(dst, n+int(sp.Len))
-		if k, err := s.file.ReadAt(dst[n:], sp.Pos); k < int(sp.Len) {
-			if err == nil || errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
-			return dst[:n], nil, false, fmt.Errorf("read segment %d at %d: %w", s.base, sp.Pos, err)
+		out, err := appendRange(dst, s.file, sp.Pos, sp.Len)
+		if err != nil {
+			return out, nil, false, fmt.Errorf("read segment %d: %w", s.base, err)
 		}
-		return dst, nil, cont, nil
+		return out, nil, cont, nil
 	}
 	f, fd, err := d.dup()
 	if err != nil {

@@ -57,21 +57,28 @@ func TestPooledFetchBuffersKeepAnswersIntact(t *testing.T) {
 				return
 			}
 			defer cl.Close()
-			got := 0
-			for got < parts*perPart && ctx.Err() == nil {
-				fs := cl.PollFetches(ctx)
-				fs.EachError(func(_ string, _ int32, err error) { t.Errorf("consumer %d: %v", c, err) })
-				fs.EachRecord(func(r *kgo.Record) {
-					if want := value(r.Partition, r.Offset); string(r.Value) != want {
-						t.Errorf("consumer %d: partition %d offset %d holds %.40q, want %.40q", c, r.Partition, r.Offset, r.Value, want)
-					}
-					got++
-				})
-			}
-			if got != parts*perPart {
-				t.Errorf("consumer %d read %d records, want %d", c, got, parts*perPart)
-			}
+			readChecked(ctx, t, c, cl, parts*perPart, value)
 		}()
 	}
 	wg.Wait()
+}
+
+// readChecked polls cl until it has read n records, each holding the
+// value value gives for its partition and offset (errors go to t as
+// consumer c's; safe from any goroutine).
+func readChecked(ctx context.Context, t *testing.T, c int, cl *kgo.Client, n int, value func(int32, int64) string) {
+	got := 0
+	for got < n && ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		fs.EachError(func(_ string, _ int32, err error) { t.Errorf("consumer %d: %v", c, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if want := value(r.Partition, r.Offset); string(r.Value) != want {
+				t.Errorf("consumer %d: partition %d offset %d holds %.40q, want %.40q", c, r.Partition, r.Offset, r.Value, want)
+			}
+			got++
+		})
+	}
+	if got != n {
+		t.Errorf("consumer %d read %d records, want %d", c, got, n)
+	}
 }

@@ -61,20 +61,7 @@ func TestSendfileAnswers(t *testing.T) {
 				return
 			}
 			defer cl.Close()
-			got := 0
-			for got < parts*perPart && ctx.Err() == nil {
-				fs := cl.PollFetches(ctx)
-				fs.EachError(func(_ string, _ int32, err error) { t.Errorf("consumer %d: %v", c, err) })
-				fs.EachRecord(func(r *kgo.Record) {
-					if want := value(r.Partition, r.Offset); string(r.Value) != want {
-						t.Errorf("consumer %d: partition %d offset %d holds %.40q, want %.40q", c, r.Partition, r.Offset, r.Value, want)
-					}
-					got++
-				})
-			}
-			if got != parts*perPart {
-				t.Errorf("consumer %d read %d records, want %d", c, got, parts*perPart)
-			}
+			readChecked(ctx, t, c, cl, parts*perPart, value)
 		}()
 	}
 	wg.Wait()
