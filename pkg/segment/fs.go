@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 )
 
 // FS is the small filesystem interface the log is written against. Paths
@@ -64,7 +65,7 @@ func (osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 			return nil, err
 		}
 	}
-	return osFile{f}, nil
+	return newOSFile(f)
 }
 
 func (osFS) Remove(name string) error {
@@ -151,9 +152,63 @@ func syncDir(dir string) error {
 	return nil
 }
 
-type osFile struct{ *os.File }
+// An osFile is a real file shared by its segment and the Spans taken of
+// it: each holds a reference, and the descriptor closes with the last.
+// The segment's Close gives up its reference once (a second Close is
+// os.ErrClosed, as for an os.File); a Span's Close gives up the span's.
+type osFile struct {
+	*os.File
+	fd     int          // f's descriptor, for sendfile
+	refs   atomic.Int32 // the segment's and one per open Span
+	closed atomic.Bool  // the segment gave up its reference
+}
 
-func (f osFile) Size() (int64, error) {
+func newOSFile(f *os.File) (*osFile, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	o := &osFile{File: f}
+	if err := rc.Control(func(fd uintptr) { o.fd = int(fd) }); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	o.refs.Store(1)
+	return o, nil
+}
+
+// retain takes a reference for a Span, or reports false if the last one
+// is gone (the file is closed).
+func (f *osFile) retain() bool {
+	for {
+		n := f.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if f.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// release gives up a reference, closing the file with the last.
+func (f *osFile) release() error {
+	if f.refs.Add(-1) == 0 {
+		return f.File.Close()
+	}
+	return nil
+}
+
+// Close gives up the segment's reference.
+func (f *osFile) Close() error {
+	if f.closed.Swap(true) {
+		return os.ErrClosed
+	}
+	return f.release()
+}
+
+func (f *osFile) Size() (int64, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return 0, err

@@ -11,23 +11,22 @@ import (
 // that sends them to a socket with sendfile(2) instead of reading them
 // into memory (Log.ReadSpan).
 //
-// It holds its own descriptor of the file, a duplicate taken under the
-// log's read lock, so retention, compaction or closing the log cannot
-// close the file under it: a removed file stays readable until the span
-// is closed. A truncation (a follower cutting its log back to a new
+// It holds a reference to the segment's open file, taken under the log's
+// read lock, so retention, compaction or closing the log cannot close the
+// file under it: a removed file stays readable until the span is closed
+// (the descriptor closes with the last reference). A truncation (a follower cutting its log back to a new
 // leader's) can still shorten the file, so a sender that gets fewer bytes
 // than Len must treat what it sent as cut short (Kafka closes the
 // connection then, and so does the broker).
 type Span struct {
-	Pos, Len   int64 // the bytes, in the file
-	Records    int   // records in the batches
-	LastOffset int64 // of the last batch
-	fd         int   // the duplicate descriptor, for sendfile
-	file       *os.File
+	Pos, Len   int64   // the bytes, in the file
+	Records    int     // records in the batches
+	LastOffset int64   // of the last batch
+	file       *osFile // referenced until Close
 }
 
 // FD returns the span's file descriptor, valid until Close.
-func (s *Span) FD() int { return s.fd }
+func (s *Span) FD() int { return s.file.fd }
 
 // Bytes reads the span into dst (appended) and returns it.
 func (s *Span) Bytes(dst []byte) ([]byte, error) {
@@ -52,12 +51,15 @@ func appendRange(dst []byte, f io.ReaderAt, pos, n int64) ([]byte, error) {
 	return dst, nil
 }
 
-// Close releases the span's descriptor.
-func (s *Span) Close() error { return s.file.Close() }
-
-// duper is a File whose descriptor can be duplicated (OS files).
-type duper interface {
-	dup() (*os.File, int, error)
+// Close gives up the span's reference to its file; a second Close is
+// os.ErrClosed.
+func (s *Span) Close() error {
+	if s.file == nil {
+		return os.ErrClosed
+	}
+	f := s.file
+	s.file = nil
+	return f.release()
 }
 
 // ReadSpan is Read, except that when the record set it would return from
@@ -105,7 +107,7 @@ func (l *Log) ReadSpan(dst []byte, offset int64, maxBytes int, maxOffset int64, 
 // readOrSpan is read, or for a large first read of a real file, the
 // batches it would return as a span (and cont false).
 func (s *segment) readOrSpan(dst []byte, offset int64, lim *readLimits) ([]byte, *Span, bool, error) {
-	d, ok := s.file.(duper)
+	f, ok := s.file.(*osFile)
 	if !ok || !lim.first {
 		dst, cont, err := s.read(dst, offset, lim)
 		return dst, nil, cont, err
@@ -131,11 +133,10 @@ func (s *segment) readOrSpan(dst []byte, offset int64, lim *readLimits) ([]byte,
 		}
 		return out, nil, cont, nil
 	}
-	f, fd, err := d.dup()
-	if err != nil {
-		return dst, nil, false, fmt.Errorf("segment %d: duplicate descriptor: %w", s.base, err)
+	if !f.retain() {
+		return dst, nil, false, fmt.Errorf("segment %d: span of a closed file: %w", s.base, os.ErrClosed)
 	}
-	sp.file, sp.fd = f, fd
+	sp.file = f
 	return dst, sp, false, nil
 }
 
