@@ -22,8 +22,13 @@ import (
 
 // Follower fetch tuning.
 const (
-	replicaFetchWait     = 2 * time.Second // at most; see fetchWait
-	replicaFetchMaxBytes = 64 << 20
+	replicaFetchWait = 2 * time.Second // at most; see fetchWait
+	// replicaFetchMaxBytes bounds an answer so that it lands in the one
+	// buffer the connection keeps (wire.Conn keeps up to 8 MiB): with
+	// 1,000 partitions and a 64 MiB bound, every answer was a fresh
+	// allocation of tens of MiB, zeroed and then collected. Kafka's
+	// replica.fetch.response.max.bytes is 10 MiB.
+	replicaFetchMaxBytes = 4 << 20
 	replicaPartMaxBytes  = 8 << 20
 	replicaBackoff       = 200 * time.Millisecond
 	// reconcileRetry is the longest a fetch parks at the leader while some

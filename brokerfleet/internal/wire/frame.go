@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -36,8 +37,10 @@ func ReadFrame(r io.Reader, limit int32) ([]byte, error) {
 
 // ReadFrameInto is ReadFrame for a connection whose peer is trusted with
 // frames up to eager bytes (a leader answering this broker's own fetch):
-// those are read into buf if it is large enough, else into one buffer of
-// their exact size, with nothing grown or copied.
+// those are read into buf if it is large enough, else into one new buffer
+// with room to spare (its size rounded up to a power of two, at most
+// eager), so a caller reusing it does not allocate again for every
+// slightly larger frame; nothing is grown or copied.
 func ReadFrameInto(r io.Reader, limit int32, buf []byte, eager int) ([]byte, error) {
 	size, err := ReadSize(r, limit)
 	if err != nil {
@@ -79,7 +82,7 @@ func readBody(r io.Reader, size int, buf []byte, eager int, grow func(int) error
 	case size <= cap(buf):
 		buf = buf[:size]
 	case size <= eager:
-		buf = make([]byte, size)
+		buf = make([]byte, size, min(eager, 1<<bits.Len(uint(size-1))))
 	default:
 		n := min(size, frameChunk)
 		if grow != nil {

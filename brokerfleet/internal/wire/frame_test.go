@@ -39,7 +39,9 @@ func TestReadFrameSizes(t *testing.T) {
 }
 
 // TestReadFrameIntoReuses: a frame that fits the buffer given is read into
-// it; an eager one that does not gets one buffer of its exact size.
+// it; an eager one that does not gets one buffer, its size rounded up to
+// a power of two (at most eager), that the next slightly larger frame
+// reuses.
 func TestReadFrameIntoReuses(t *testing.T) {
 	frame := func(n int) []byte {
 		f := binary.BigEndian.AppendUint32(nil, uint32(n))
@@ -54,8 +56,17 @@ func TestReadFrameIntoReuses(t *testing.T) {
 	got, err = ReadFrameInto(bytes.NewReader(frame(10<<20)), 1<<30, buf, 64<<20)
 	require.NoError(t, err)
 	require.Len(t, got, 10<<20)
-	require.Equal(t, 10<<20, cap(got), "an eager frame grew instead of being allocated at its size")
+	require.Equal(t, 16<<20, cap(got), "an eager frame grew instead of being allocated once, rounded up")
 	require.Equal(t, byte(7), got[len(got)-1])
+
+	again, err := ReadFrameInto(bytes.NewReader(frame(12<<20)), 1<<30, got[:0], 64<<20)
+	require.NoError(t, err)
+	require.Len(t, again, 12<<20)
+	require.Same(t, &got[0], &again[0], "a slightly larger frame was not read into the rounded-up buffer")
+
+	got, err = ReadFrameInto(bytes.NewReader(frame(40<<20)), 1<<30, nil, 48<<20)
+	require.NoError(t, err)
+	require.Equal(t, 48<<20, cap(got), "the rounding stops at eager")
 }
 
 // FuzzReadFrame: any byte stream yields frames no larger than the cap, or
