@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 )
 
 // A Span is a run of whole batches left in a segment file, for a reader
@@ -140,12 +141,19 @@ func (s *segment) readOrSpan(dst []byte, offset int64, lim *readLimits) ([]byte,
 	return dst, sp, false, nil
 }
 
+// headerBufs holds walk's buffers: a fetch walks one segment per partition
+// it leaves in the file, and a buffer on the stack escapes through
+// File.ReadAt.
+var headerBufs = sync.Pool{New: func() any { return new([4 << 10]byte) }}
+
 // walk finds the batches read would return, from the headers alone: a
 // Span without a descriptor, and whether the read may continue into the
 // next segment. It follows read's rules exactly (positions absolute).
 func (s *segment) walk(offset, winStart, end, winEnd int64, lim *readLimits) (*Span, bool, error) {
 	sp := &Span{Pos: -1}
-	var buf [4 << 10]byte
+	bp := headerBufs.Get().(*[4 << 10]byte)
+	defer headerBufs.Put(bp)
+	buf := bp[:]
 	bufAt, bufLen := int64(0), 0 // buf holds the file's [bufAt, bufAt+bufLen)
 	last := int64(0)             // size of the previous batch
 	pos := winStart
