@@ -64,7 +64,7 @@ func brokerFlags(fs *flag.FlagSet, cfg *broker.Config, listen *string, logLevel 
 	fs.Func("fetch-max-bytes", fmt.Sprintf("most record bytes of one Fetch response, whatever the request asks (fetch.max.bytes; default %d)", cfg.FetchMaxBytes), func(s string) error {
 		return parseInt32(s, &cfg.FetchMaxBytes)
 	})
-	fs.Func("fetch-sendfile", "send record sets of 64 KiB or more from their segment files with sendfile(2) on plain TCP connections (false: read every record set into memory first)", func(s string) error {
+	fs.Func("fetch-sendfile", "send record sets of 16 KiB or more from their segment files with sendfile(2) on plain TCP connections (false: read every record set into memory first)", func(s string) error {
 		v, err := strconv.ParseBool(s)
 		if err != nil {
 			return fmt.Errorf("%q is not true or false", s)
