@@ -56,7 +56,8 @@ func cork(w io.Writer) func() {
 // errSpanCut is a span whose file was truncated under it.
 var errSpanCut = errors.New("record set shortened in its segment file while being sent")
 
-// sendSpan writes sp to w (a socket) with sendfile(2), from its own descriptor and
+// sendSpan writes sp to w (a socket) with sendfile(2), from the span's
+// descriptor (its segment's, held open by the span) at the span's
 // position (the file's offset is not used), waiting for the socket like
 // any write (and its deadline).
 func sendSpan(w io.Writer, sp *segment.Span) error {
