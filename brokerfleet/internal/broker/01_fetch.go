@@ -116,6 +116,9 @@ func handleFetch(b *Broker, cc *clientConn, req *kmsg.FetchRequest) func() kmsg.
 		ahead := false
 		for i := range f.Parts {
 			fp := &f.Parts[i]
+			if n, ok := fp.Quiet.(*quietNote); ok && n.snap == s {
+				continue // not ahead when noted, and nothing moved since
+			}
 			ahead = ahead || aheadOfView(s, fp.Topic, fp.Partition, fp.LeaderEpoch, req.ReplicaID >= 0)
 		}
 		catchUpIf(b, cc.ctx, ahead)
@@ -355,7 +358,8 @@ func (r *fetchRead) quiet(s *catalog.Snapshot, fp *fetchsession.Part, i int) boo
 		return true
 	}
 	p, leader, _ := servingReplica(s, r.req, fp.Topic, fp.Partition)
-	if p == nil || !leader || (fp.LeaderEpoch >= 0 && fp.LeaderEpoch != p.LeaderEpoch()) {
+	if p == nil || !leader || (fp.LeaderEpoch >= 0 && fp.LeaderEpoch != p.LeaderEpoch()) ||
+		aheadOfView(s, fp.Topic, fp.Partition, fp.LeaderEpoch, true) {
 		return false
 	}
 	hwm, start := fp.Told()

@@ -40,7 +40,7 @@ func (f *Fetch) News(resp *kmsg.FetchResponse) bool {
 // fetch reads the others first (the response's byte limit is shared).
 // An error resets what the client was told, so the partition is answered
 // again once the error clears. Record sets are not touched (they may be
-// written uncopied).
+// written uncopied). f.Parts go back to the session, for its next fetch.
 func (f *Fetch) Finish(resp *kmsg.FetchResponse) {
 	resp.SessionID = f.Session()
 	if f.s == nil {
@@ -81,16 +81,20 @@ func (f *Fetch) Finish(resp *kmsg.FetchResponse) {
 	}
 	resp.Topics = topics
 	if len(fed) > 0 && len(fed) < len(s.order) {
-		rest := make([]key, 0, len(s.order))
-		var last []key
+		next := s.orderSpare[:0]
+		last := make([]key, 0, len(fed))
 		for _, k := range s.order {
 			if fed[k] {
 				last = append(last, k)
 			} else {
-				rest = append(rest, k)
+				next = append(next, k)
 			}
 		}
-		s.order = append(rest, last...)
+		s.orderSpare, s.order = s.order[:0], append(next, last...)
 	}
 	s.lastUsed = f.c.opts.Clock.Now()
+	if f.Parts != nil {
+		clear(f.Parts) // no topic names or quiet notes kept alive by the spare
+		s.spare, f.Parts = f.Parts[:0], nil
+	}
 }

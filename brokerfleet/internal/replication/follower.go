@@ -219,10 +219,11 @@ func (r *Follower) run(ctx context.Context, l *fetchLoop) {
 			conn.Close()
 		}
 	}()
-	// truncatedAt is, per partition, the leader epoch whose log this
-	// replica has reconciled with (KIP-101): a new epoch means a new
-	// leader, whose log may differ past the last common epoch.
-	truncatedAt := map[partKey]int32{}
+	// rec holds, per partition, the leader epoch whose log this replica
+	// has reconciled with (KIP-101): a new epoch means a new leader,
+	// whose log may differ past the last common epoch.
+	rec := reconciled{at: map[partKey]int32{}}
+	var set fetchSet      // what the rounds fetch, kept while nothing changes
 	var sess fetchSession // the incremental fetch session with this leader
 	pending := 0          // consecutive rounds with partitions not yet reconciled
 	for ctx.Err() == nil {
@@ -238,24 +239,26 @@ func (r *Follower) run(ctx context.Context, l *fetchLoop) {
 			conn = c
 			l.setConn(c)
 		}
-		all := *l.parts.Load()
-		if err := r.truncate(conn, all, truncatedAt); err != nil {
-			if ctx.Err() == nil {
-				log.Debug("offset for leader epoch", "err", err)
+		allp := l.parts.Load()
+		all := *allp
+		// Reconciling looks at every partition; once all of them are
+		// reconciled under their epochs and neither they nor rec changed,
+		// it would find nothing to do.
+		if !set.current(allp, &rec) || len(set.parts) < len(all) {
+			if err := r.truncate(conn, all, &rec); err != nil {
+				if ctx.Err() == nil {
+					log.Debug("offset for leader epoch", "err", err)
+				}
+				conn.Close()
+				conn = nil
+				if !l.interrupted.Swap(false) {
+					clock.Sleep(ctx, r.clock, replicaBackoff)
+				}
+				continue
 			}
-			conn.Close()
-			conn = nil
-			if !l.interrupted.Swap(false) {
-				clock.Sleep(ctx, r.clock, replicaBackoff)
-			}
-			continue
+			set.build(allp, &rec)
 		}
-		var parts []followed
-		for _, f := range all {
-			if e, ok := truncatedAt[partKey{f.topic, f.index}]; ok && e == f.epoch {
-				parts = append(parts, f)
-			}
-		}
+		parts := set.parts
 		// Partitions not reconciled with this leader yet (it may not have
 		// applied its election) are tried again soon, backing off from
 		// reconcileRetry to 16 times it: the fetch does not park at the
@@ -294,7 +297,7 @@ func (r *Follower) run(ctx context.Context, l *fetchLoop) {
 			}
 			continue // a session error: a full fetch at once
 		}
-		progressed, appended := r.apply(parts, fr, truncatedAt, log)
+		progressed, appended := r.apply(&set, fr, &rec, log)
 		if appended && r.opts.ObserveAppend != nil {
 			r.opts.ObserveAppend(clock.Since(r.clock, arrived))
 		}
@@ -309,11 +312,68 @@ type partKey struct {
 	index int32
 }
 
+// reconciled is a fetch loop's record of the leader epoch each partition
+// was reconciled under; gen moves on every change.
+type reconciled struct {
+	at  map[partKey]int32
+	gen uint64
+}
+
+func (c *reconciled) set(k partKey, epoch int32) { c.at[k] = epoch; c.gen++ }
+func (c *reconciled) drop(k partKey)             { delete(c.at, k); c.gen++ }
+
+// done reports whether f is reconciled under its current epoch.
+func (c *reconciled) done(f followed) bool {
+	e, ok := c.at[partKey{f.topic, f.index}]
+	return ok && e == f.epoch
+}
+
+// fetchSet is what a fetch loop's rounds fetch: the followed partitions
+// reconciled under their epochs, and where each sits in parts. With
+// 1,000 partitions, building it every round cost two allocations and a
+// thousand lookups per round; it is built again only when the followed
+// partitions or the reconciliations change.
+type fetchSet struct {
+	from  *[]followed // the loop's partition list it was built from
+	gen   uint64      // reconciled.gen it was built at
+	parts []followed
+	index map[partKey]int
+}
+
+// current reports whether the set was built from all and rec as they are.
+func (s *fetchSet) current(all *[]followed, rec *reconciled) bool {
+	return s.from == all && s.index != nil && s.gen == rec.gen
+}
+
+func (s *fetchSet) build(all *[]followed, rec *reconciled) {
+	if s.current(all, rec) {
+		return
+	}
+	s.from, s.gen = all, rec.gen
+	s.parts = s.parts[:0:0] // a new array: rounds before may still hold the old one
+	s.index = make(map[partKey]int, len(*all))
+	for _, f := range *all {
+		if rec.done(f) {
+			s.index[partKey{f.topic, f.index}] = len(s.parts)
+			s.parts = append(s.parts, f)
+		}
+	}
+}
+
+// lookup returns the partition of the set named topic and index.
+func (s *fetchSet) lookup(topic string, index int32) (followed, bool) {
+	i, ok := s.index[partKey{topic, index}]
+	if !ok {
+		return followed{}, false
+	}
+	return s.parts[i], true
+}
+
 // truncate reconciles, for every partition whose leader epoch is new to
 // this replica, its log with the leader's: it asks the leader where its
 // own last epoch ends in the leader's log and cuts everything after that
 // (and after where that epoch ends locally). Only then does it fetch.
-func (r *Follower) truncate(conn *wire.Conn, parts []followed, done map[partKey]int32) error {
+func (r *Follower) truncate(conn *wire.Conn, parts []followed, done *reconciled) error {
 	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
 	req.Version = 3
 	req.ReplicaID = r.opts.NodeID
@@ -321,12 +381,12 @@ func (r *Follower) truncate(conn *wire.Conn, parts []followed, done map[partKey]
 	pending := map[partKey]followed{}
 	for _, f := range parts {
 		k := partKey{f.topic, f.index}
-		if e, ok := done[k]; ok && e == f.epoch {
+		if done.done(f) {
 			continue
 		}
 		last := f.p.LastEpoch()
 		if last < 0 {
-			done[k] = f.epoch // nothing to reconcile
+			done.set(k, f.epoch) // nothing to reconcile
 			continue
 		}
 		pending[k] = f
@@ -371,7 +431,7 @@ func (r *Follower) truncate(conn *wire.Conn, parts []followed, done map[partKey]
 					continue
 				}
 			}
-			done[k] = f.epoch
+			done.set(k, f.epoch)
 		}
 	}
 	return nil
@@ -404,23 +464,16 @@ func (r *Follower) fetchRequest(parts []followed, sess *fetchSession, wait time.
 // apply appends what the leader sent. It returns false when nothing
 // progressed because of errors, so the loop backs off, and whether any
 // records were appended.
-func (r *Follower) apply(parts []followed, resp *kmsg.FetchResponse, truncatedAt map[partKey]int32, log interface {
+func (r *Follower) apply(set *fetchSet, resp *kmsg.FetchResponse, rec *reconciled, log interface {
 	Warn(string, ...any)
 }) (progressed, appendedAny bool) {
-	byKey := map[string]map[int32]followed{}
-	for _, f := range parts {
-		if byKey[f.topic] == nil {
-			byKey[f.topic] = map[int32]followed{}
-		}
-		byKey[f.topic][f.index] = f
-	}
 	if resp.ErrorCode != 0 {
 		return false, false
 	}
 	var appended []*partition.Partition // fsync durability, to sync
 	for _, rt := range resp.Topics {
 		for _, rp := range rt.Partitions {
-			f, ok := byKey[rt.Topic][rp.Partition]
+			f, ok := set.lookup(rt.Topic, rp.Partition)
 			if !ok {
 				continue
 			}
@@ -439,7 +492,7 @@ func (r *Follower) apply(parts []followed, resp *kmsg.FetchResponse, truncatedAt
 				// Our log ends past the leader's: reconcile again (ask
 				// where our last epoch ends in its log) before fetching.
 				log.Warn("replica ahead of its leader: reconciling", "topic", rt.Topic, "partition", rp.Partition, "logEnd", p.LogEndOffset())
-				delete(truncatedAt, partKey{f.topic, f.index})
+				rec.drop(partKey{f.topic, f.index})
 				continue
 			}
 			if rp.ErrorCode != 0 {
