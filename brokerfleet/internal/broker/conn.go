@@ -182,6 +182,7 @@ func (b *Broker) serveConn(nc net.Conn) {
 				// Produce appended its batches (or refused them) and
 				// keeps none of the frame while acks=all waits.
 				p.held.release()
+				putProduceFrame(req, frame)
 			}
 			if !answered {
 				b.metrics.Responded(p.key, req, nil, clock.Since(b.clock, start))
@@ -344,12 +345,26 @@ func (r *frameReader) next(ctx context.Context, limit int32, conn, peer *byteBud
 		r.armFrame()
 		return nil
 	}
-	frame, err := wire.ReadBody(r.buf(), size, grow)
+	var frame []byte
+	if pooledSize(size) && r.isProduce() {
+		frame, err = wire.ReadBodyInto(r.br, size, getFrame(size), grow) // framepool.go
+	} else {
+		frame, err = wire.ReadBody(r.br, size, grow)
+	}
 	if err != nil {
 		held.release()
 		return nil, reservation{}, err
 	}
 	return frame, held, nil
+}
+
+// isProduce reports whether the frame about to be read is a Produce
+// request (key 0), from its first two bytes: their wait is bounded like
+// the rest of the frame's.
+func (r *frameReader) isProduce() bool {
+	r.armFrame()
+	key, err := r.br.Peek(2)
+	return err == nil && key[0] == 0 && key[1] == 0
 }
 
 // frameTimeout bounds the wait for each step of a frame's body (its

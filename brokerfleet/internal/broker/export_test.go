@@ -120,3 +120,7 @@ func CleanerState(b *Broker, topic string, idx int32) (cleaned int64, rewritten 
 // PoisonFetchBuffers makes every pooled fetch buffer given back be
 // overwritten, so a fetch answer sent from a released buffer shows.
 func PoisonFetchBuffers(on bool) { poisonFetchBufs.Store(on) }
+
+// ReusedProduceFrames is how many produce frames were read into a pooled
+// buffer given back by an earlier one (framepool.go), in this process.
+func ReusedProduceFrames() int64 { return reusedFrames.Load() }

@@ -77,6 +77,38 @@ func ReadBody(r io.Reader, size int, grow func(n int) error) ([]byte, error) {
 	return readBody(r, size, nil, 0, grow)
 }
 
+// ReadBodyInto is ReadBody into buf, which holds size bytes (a pooled
+// buffer, see ReadBody's caller in the broker): grow is told of the same
+// steps as ReadBody's, so the bytes a frame reserves still follow the
+// bytes that arrive, but they land in place, nothing allocated, zeroed
+// or copied.
+func ReadBodyInto(r io.Reader, size int, buf []byte, grow func(n int) error) ([]byte, error) {
+	if cap(buf) < size {
+		return nil, fmt.Errorf("wire: a %d-byte buffer for a %d-byte frame", cap(buf), size)
+	}
+	buf = buf[:size]
+	have := 0
+	for have < size {
+		next := min(size, frameChunk)
+		if have > 0 {
+			next = 8 * have // ReadBody's steps
+			if size < 2*next {
+				next = size
+			}
+		}
+		if grow != nil {
+			if err := grow(next - have); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := io.ReadFull(r, buf[have:next]); err != nil {
+			return nil, err
+		}
+		have = next
+	}
+	return buf, nil
+}
+
 func readBody(r io.Reader, size int, buf []byte, eager int, grow func(int) error) ([]byte, error) {
 	switch {
 	case size <= cap(buf):

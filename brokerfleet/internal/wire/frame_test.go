@@ -121,3 +121,29 @@ func TestReadBodyGrowsAsBytesArrive(t *testing.T) {
 	})
 	require.ErrorIs(t, err, stop)
 }
+
+// TestReadBodyIntoSteps: ReadBodyInto announces exactly ReadBody's steps,
+// fills the caller's buffer in place, and refuses one too small.
+func TestReadBodyIntoSteps(t *testing.T) {
+	body := make([]byte, 5<<20+123)
+	for i := range body {
+		body[i] = byte(i * 7)
+	}
+	var want, got []int
+	_, err := ReadBody(bytes.NewReader(body), len(body), func(n int) error { want = append(want, n); return nil })
+	require.NoError(t, err)
+	buf := make([]byte, 8<<20)
+	out, err := ReadBodyInto(bytes.NewReader(body), len(body), buf, func(n int) error { got = append(got, n); return nil })
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	require.Equal(t, body, out)
+	require.Same(t, &buf[0], &out[0], "read in place")
+
+	got = nil
+	_, err = ReadBodyInto(bytes.NewReader(body[:100]), 100<<20, make([]byte, 128<<20), func(n int) error { got = append(got, n); return nil })
+	require.Error(t, err)
+	require.Equal(t, []int{frameChunk}, got, "a 100 MiB prefix with 100 bytes sent")
+
+	_, err = ReadBodyInto(bytes.NewReader(body), len(body), make([]byte, 1<<20), nil)
+	require.Error(t, err, "a buffer smaller than the frame")
+}
