@@ -46,6 +46,11 @@ for every combination of the workload lists below, against each target:
              consumer; not in the default -targets
   -bootstrap any running Kafka-compatible cluster (no CPU or memory figures)
 
+Every workload starts on a settled disk: after each one the bench waits
+for the dev target to remove its topic's logs and syncs the disk, so no
+workload shares the cores and the disk with the writeback of the one
+before (1 GiB at RF 3 leaves up to 3 GiB in the page cache).
+
 It prints a table (and -json writes every figure). Lists are comma
 separated; sizes take B, KiB, MiB and GiB. -matrix runs the whole matrix
 (100B,1KiB,64KiB × unkeyed,keyed × 1,12,96 partitions × acks all,1 ×
@@ -286,6 +291,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				if ctx.Err() != nil {
 					break
 				}
+			}
+			if t.Name == "dev" {
+				settle(ctx, dir)
 			}
 			runtime.GC()
 		}
@@ -767,4 +775,19 @@ func startCPUProfile(path string) (func(), error) {
 		return nil, err
 	}
 	return func() { pprof.StopCPUProfile(); out.Close() }, nil
+}
+
+// settle waits (up to two minutes) for the dev target's brokers to remove
+// the benchmark topics' logs under dir, which they do after the topic's
+// deletion returns, and then syncs the disk: the next workload starts
+// with neither still running.
+func settle(ctx context.Context, dir string) {
+	pattern := filepath.Join(dir, "dev", "broker-*", "logs", "bench-*")
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline) && ctx.Err() == nil; {
+		if m, _ := filepath.Glob(pattern); len(m) == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	syncDisks()
 }
