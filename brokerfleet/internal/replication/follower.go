@@ -31,6 +31,10 @@ const (
 	replicaFetchMaxBytes = 4 << 20
 	replicaPartMaxBytes  = 8 << 20
 	replicaBackoff       = 200 * time.Millisecond
+	// fullFillEvery is how often a fetch looks at every followed
+	// partition for a fetch state to tell (see fetchSession.fill): a
+	// local log start that retention or the tier moved is told within it.
+	fullFillEvery = 100 * time.Millisecond
 	// reconcileRetry is the longest a fetch parks at the leader while some
 	// of its partitions still await reconciliation under a new epoch.
 	reconcileRetry = 20 * time.Millisecond
@@ -223,7 +227,16 @@ func (r *Follower) run(ctx context.Context, l *fetchLoop) {
 	// has reconciled with (KIP-101): a new epoch means a new leader,
 	// whose log may differ past the last common epoch.
 	rec := reconciled{at: map[partKey]int32{}}
-	var set fetchSet      // what the rounds fetch, kept while nothing changes
+	var set fetchSet // what the rounds fetch, kept while nothing changes
+	// hint: the positions in set the last answer named (nil: look at
+	// all), for set as built from hintFrom at hintGen.
+	var (
+		hint     []int
+		named    []int // hint's array
+		hintGen  uint64
+		hintFrom *[]followed
+		lastFull time.Time
+	)
 	var sess fetchSession // the incremental fetch session with this leader
 	pending := 0          // consecutive rounds with partitions not yet reconciled
 	for ctx.Err() == nil {
@@ -274,7 +287,17 @@ func (r *Follower) run(ctx context.Context, l *fetchLoop) {
 			clock.Sleep(ctx, r.clock, wait)
 			continue
 		}
-		req := r.fetchRequest(parts, &sess, wait)
+		// The answer before named every partition this replica's logs
+		// moved in, so only those need telling; a full look when the set
+		// is new and every fullFillEvery.
+		if now := r.clock.Now(); set.gen != hintGen || set.from != hintFrom || now.Sub(lastFull) >= fullFillEvery {
+			hint, lastFull, hintGen, hintFrom = nil, now, set.gen, set.from
+		}
+		req := r.fetchRequest(parts, &sess, wait, hint)
+		if named == nil {
+			named = make([]int, 0, 64)
+		}
+		hint = named[:0] // apply fills it
 		resp, err := conn.Do(req, wait+10*time.Second)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -297,7 +320,8 @@ func (r *Follower) run(ctx context.Context, l *fetchLoop) {
 			}
 			continue // a session error: a full fetch at once
 		}
-		progressed, appended := r.apply(&set, fr, &rec, log)
+		progressed, appended := r.apply(&set, fr, &rec, log, &hint)
+		named = hint
 		if appended && r.opts.ObserveAppend != nil {
 			r.opts.ObserveAppend(clock.Since(r.clock, arrived))
 		}
@@ -358,15 +382,6 @@ func (s *fetchSet) build(all *[]followed, rec *reconciled) {
 			s.parts = append(s.parts, f)
 		}
 	}
-}
-
-// lookup returns the partition of the set named topic and index.
-func (s *fetchSet) lookup(topic string, index int32) (followed, bool) {
-	i, ok := s.index[partKey{topic, index}]
-	if !ok {
-		return followed{}, false
-	}
-	return s.parts[i], true
 }
 
 // truncate reconciles, for every partition whose leader epoch is new to
@@ -450,14 +465,14 @@ func (r *Follower) fetchWait() time.Duration {
 
 // fetchRequest builds the next fetch of parts within sess: full, or
 // incremental (only what changed since the leader's session last heard).
-func (r *Follower) fetchRequest(parts []followed, sess *fetchSession, wait time.Duration) *kmsg.FetchRequest {
+func (r *Follower) fetchRequest(parts []followed, sess *fetchSession, wait time.Duration, hint []int) *kmsg.FetchRequest {
 	req := kmsg.NewPtrFetchRequest()
 	req.Version = 12
 	req.ReplicaID = r.opts.NodeID
 	req.MaxWaitMillis = int32(wait / time.Millisecond)
 	req.MinBytes = 1
 	req.MaxBytes = replicaFetchMaxBytes
-	sess.fill(req, parts)
+	sess.fill(req, parts, hint)
 	return req
 }
 
@@ -466,17 +481,19 @@ func (r *Follower) fetchRequest(parts []followed, sess *fetchSession, wait time.
 // records were appended.
 func (r *Follower) apply(set *fetchSet, resp *kmsg.FetchResponse, rec *reconciled, log interface {
 	Warn(string, ...any)
-}) (progressed, appendedAny bool) {
+}, named *[]int) (progressed, appendedAny bool) {
 	if resp.ErrorCode != 0 {
 		return false, false
 	}
 	var appended []*partition.Partition // fsync durability, to sync
 	for _, rt := range resp.Topics {
 		for _, rp := range rt.Partitions {
-			f, ok := set.lookup(rt.Topic, rp.Partition)
+			i, ok := set.index[partKey{rt.Topic, rp.Partition}]
 			if !ok {
 				continue
 			}
+			f := set.parts[i]
+			*named = append(*named, i) // whatever happens next, its state may move
 			p := f.p
 			if rp.ErrorCode == kerr.OffsetOutOfRange.Code && rp.LogStartOffset > p.LogEndOffset() {
 				// Our whole log lies below the leader's (its older segments

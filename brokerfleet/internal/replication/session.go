@@ -43,7 +43,15 @@ func sentOf(f followed) sentPart {
 // fill sets req's session fields and lists the partitions of parts it
 // must tell: all of them for a full fetch, else those the leader's
 // session does not hold as they are now, and the forgotten ones.
-func (s *fetchSession) fill(req *kmsg.FetchRequest, parts []followed) {
+//
+// hint, when not nil, holds the only positions of parts whose fetch
+// state may have changed since the last fill of the same parts (those
+// the last answer named: a follower's log moves only as it applies
+// answers), and an incremental fill looks at those alone; nil looks at
+// every partition (the fetch loop does so whenever its partitions
+// change, and every fullFillEvery, for log starts that retention
+// moves).
+func (s *fetchSession) fill(req *kmsg.FetchRequest, parts []followed, hint []int) {
 	req.SessionID, req.SessionEpoch = s.id, s.epoch
 	s.full = s.epoch == 0
 	s.forgot = s.forgot[:0]
@@ -56,6 +64,20 @@ func (s *fetchSession) fill(req *kmsg.FetchRequest, parts []followed) {
 		s.told = map[partKey]sentPart{}
 	}
 	byTopic := map[string]int{}
+	if !s.full && hint != nil {
+		for _, i := range hint {
+			f := parts[i]
+			k := partKey{f.topic, f.index}
+			if _, dup := s.told[k]; dup {
+				continue
+			}
+			st := sentOf(f)
+			if held, ok := s.held[k]; !ok || held != st {
+				s.tell(req, byTopic, k, st)
+			}
+		}
+		return
+	}
 	present := 0 // parts the session holds (parts are distinct)
 	for _, f := range parts {
 		k := partKey{f.topic, f.index}
@@ -69,22 +91,7 @@ func (s *fetchSession) fill(req *kmsg.FetchRequest, parts []followed) {
 				continue
 			}
 		}
-		s.told[k] = st
-		i, ok := byTopic[f.topic]
-		if !ok {
-			rt := kmsg.NewFetchRequestTopic()
-			rt.Topic = f.topic
-			req.Topics = append(req.Topics, rt)
-			i = len(req.Topics) - 1
-			byTopic[f.topic] = i
-		}
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition = f.index
-		rp.CurrentLeaderEpoch = st.epoch
-		rp.FetchOffset = st.offset
-		rp.LogStartOffset = st.logStart
-		rp.PartitionMaxBytes = replicaPartMaxBytes
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		s.tell(req, byTopic, k, st)
 	}
 	if s.full || present == len(s.held) {
 		return // every held partition is still followed
@@ -109,6 +116,27 @@ func (s *fetchSession) fill(req *kmsg.FetchRequest, parts []followed) {
 		}
 		req.ForgottenTopics[i].Partitions = append(req.ForgottenTopics[i].Partitions, k.index)
 	}
+}
+
+// tell lists partition k at st in req (byTopic: where req lists each
+// topic) and records it as told.
+func (s *fetchSession) tell(req *kmsg.FetchRequest, byTopic map[string]int, k partKey, st sentPart) {
+	s.told[k] = st
+	i, ok := byTopic[k.topic]
+	if !ok {
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = k.topic
+		req.Topics = append(req.Topics, rt)
+		i = len(req.Topics) - 1
+		byTopic[k.topic] = i
+	}
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition = k.index
+	rp.CurrentLeaderEpoch = st.epoch
+	rp.FetchOffset = st.offset
+	rp.LogStartOffset = st.logStart
+	rp.PartitionMaxBytes = replicaPartMaxBytes
+	req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 }
 
 // answered records the leader's answer to the request fill built. It
