@@ -66,7 +66,7 @@ func handleMetadata(b *Broker, cc *clientConn, req *kmsg.MetadataRequest) kmsg.R
 			if errors.Is(err, errTopicExists) {
 				ts, err = b.cat.Snapshot().Topic(name), nil
 			}
-			if err != nil || ts == nil {
+			if err != nil || ts == nil || ts.States == nil { // no States: created, not applied here yet
 				mt := kmsg.NewMetadataResponseTopic()
 				mt.Topic, mt.TopicID = rt.Topic, rt.TopicID
 				mt.ErrorCode = errorCode(err)

@@ -102,6 +102,10 @@ func syncIfAny(b *Broker, cc *clientConn, n int, code func(i int) int16) {
 // two polls of theirs and a margin.
 func syncWait(watch time.Duration) time.Duration { return 2*watch + time.Second }
 
+// createApplyWait bounds how long a topic's creation waits for this
+// broker to open its partitions before it answers.
+const createApplyWait = 5 * time.Second
+
 // updateRetries bounds read-modify-write retries when another writer
 // changed a topic record between our read and our conditional write.
 const updateRetries = 5
@@ -155,8 +159,28 @@ func (a *admin) createTopic(ctx context.Context, name string, partitions int32, 
 		return nil, err
 	}
 	a.log.Info("topic created", "topic", name, "id", t.ID.String(), "partitions", partitions)
-	if err := a.cat.Reconcile(ctx); err != nil {
-		return nil, err
+	// Apply it here, so this broker answers for it at once; but the topic
+	// exists now, and opening thousands of partition logs can take longer
+	// than a client waits for its answer (it would retry into
+	// TOPIC_ALREADY_EXISTS). As in Kafka, success means created: after
+	// createApplyWait the answer goes without the local apply, which goes
+	// on (and the watch applies the topic in any case).
+	applied := make(chan error, 1)
+	go func() {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), metaTimeout)
+		defer cancel()
+		applied <- a.cat.Reconcile(actx)
+	}()
+	timer := a.clock.NewTimer(createApplyWait)
+	defer timer.Stop()
+	select {
+	case err := <-applied:
+		if err != nil {
+			return nil, err
+		}
+	case <-timer.C():
+		a.log.Info("topic created; its partitions are still being opened", "topic", name)
+		return &catalog.Topic{Meta: t, Config: cfg}, nil // no States: not served yet
 	}
 	ts := a.cat.Snapshot().Topic(name)
 	if ts == nil || ts.Meta.ID != t.ID {
