@@ -167,7 +167,7 @@ func (a *admin) createTopic(ctx context.Context, name string, partitions int32, 
 	// on (and the watch applies the topic in any case).
 	applied := make(chan error, 1)
 	go func() {
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), metaTimeout)
+		actx, cancel := context.WithTimeout(a.ctx, metaTimeout) // the broker's: it outlives the answer
 		defer cancel()
 		applied <- a.cat.Reconcile(actx)
 	}()
