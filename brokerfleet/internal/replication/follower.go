@@ -227,16 +227,7 @@ func (r *Follower) run(ctx context.Context, l *fetchLoop) {
 	// has reconciled with (KIP-101): a new epoch means a new leader,
 	// whose log may differ past the last common epoch.
 	rec := reconciled{at: map[partKey]int32{}}
-	var set fetchSet // what the rounds fetch, kept while nothing changes
-	// hint: the positions in set the last answer named (nil: look at
-	// all), for set as built from hintFrom at hintGen.
-	var (
-		hint     []int
-		named    []int // hint's array
-		hintGen  uint64
-		hintFrom *[]followed
-		lastFull time.Time
-	)
+	var set fetchSet      // what the rounds fetch, kept while nothing changes
 	var sess fetchSession // the incremental fetch session with this leader
 	pending := 0          // consecutive rounds with partitions not yet reconciled
 	for ctx.Err() == nil {
@@ -287,17 +278,8 @@ func (r *Follower) run(ctx context.Context, l *fetchLoop) {
 			clock.Sleep(ctx, r.clock, wait)
 			continue
 		}
-		// The answer before named every partition this replica's logs
-		// moved in, so only those need telling; a full look when the set
-		// is new and every fullFillEvery.
-		if now := r.clock.Now(); set.gen != hintGen || set.from != hintFrom || now.Sub(lastFull) >= fullFillEvery {
-			hint, lastFull, hintGen, hintFrom = nil, now, set.gen, set.from
-		}
-		req := r.fetchRequest(parts, &sess, wait, hint)
-		if named == nil {
-			named = make([]int, 0, 64)
-		}
-		hint = named[:0] // apply fills it
+		req := r.fetchRequest(parts, &sess, wait, set.hint(r.clock.Now()))
+		set.named = set.named[:0] // this answer's, which apply notes
 		resp, err := conn.Do(req, wait+10*time.Second)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -320,8 +302,7 @@ func (r *Follower) run(ctx context.Context, l *fetchLoop) {
 			}
 			continue // a session error: a full fetch at once
 		}
-		progressed, appended := r.apply(&set, fr, &rec, log, &hint)
-		named = hint
+		progressed, appended := r.apply(&set, fr, &rec, log)
 		if appended && r.opts.ObserveAppend != nil {
 			r.opts.ObserveAppend(clock.Since(r.clock, arrived))
 		}
@@ -362,6 +343,24 @@ type fetchSet struct {
 	gen   uint64      // reconciled.gen it was built at
 	parts []followed
 	index map[partKey]int
+
+	// named are the positions in parts the last answer named: a
+	// follower's log moves only as it applies answers, so the next fetch
+	// need only look at those (fetchSession.fill), except after a build
+	// (fresh) and every fullFillEvery (lookedAll: the last full look).
+	named     []int
+	fresh     bool
+	lookedAll time.Time
+}
+
+// hint returns what the next fill looks at: the positions the last answer
+// named, or nil for every partition.
+func (s *fetchSet) hint(now time.Time) []int {
+	if s.fresh || now.Sub(s.lookedAll) >= fullFillEvery {
+		s.fresh, s.lookedAll = false, now
+		return nil
+	}
+	return s.named
 }
 
 // current reports whether the set was built from all and rec as they are.
@@ -373,7 +372,10 @@ func (s *fetchSet) build(all *[]followed, rec *reconciled) {
 	if s.current(all, rec) {
 		return
 	}
-	s.from, s.gen = all, rec.gen
+	s.from, s.gen, s.fresh = all, rec.gen, true
+	if s.named == nil {
+		s.named = make([]int, 0, 64) // nil would mean "look at all"
+	}
 	s.parts = s.parts[:0:0] // a new array: rounds before may still hold the old one
 	s.index = make(map[partKey]int, len(*all))
 	for _, f := range *all {
@@ -405,17 +407,14 @@ func (r *Follower) truncate(conn *wire.Conn, parts []followed, done *reconciled)
 			continue
 		}
 		pending[k] = f
-		i, ok := byTopic[f.topic]
-		if !ok {
-			rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
-			rt.Topic = f.topic
-			req.Topics = append(req.Topics, rt)
-			i = len(req.Topics) - 1
-			byTopic[f.topic] = i
-		}
+		rt := topicEntry(&req.Topics, byTopic, f.topic, func(name string) kmsg.OffsetForLeaderEpochRequestTopic {
+			t := kmsg.NewOffsetForLeaderEpochRequestTopic()
+			t.Topic = name
+			return t
+		})
 		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
 		rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = f.index, f.epoch, last
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		rt.Partitions = append(rt.Partitions, rp)
 	}
 	if len(pending) == 0 {
 		return nil
@@ -481,7 +480,7 @@ func (r *Follower) fetchRequest(parts []followed, sess *fetchSession, wait time.
 // records were appended.
 func (r *Follower) apply(set *fetchSet, resp *kmsg.FetchResponse, rec *reconciled, log interface {
 	Warn(string, ...any)
-}, named *[]int) (progressed, appendedAny bool) {
+}) (progressed, appendedAny bool) {
 	if resp.ErrorCode != 0 {
 		return false, false
 	}
@@ -493,7 +492,7 @@ func (r *Follower) apply(set *fetchSet, resp *kmsg.FetchResponse, rec *reconcile
 				continue
 			}
 			f := set.parts[i]
-			*named = append(*named, i) // whatever happens next, its state may move
+			set.named = append(set.named, i) // whatever happens next, its state may move
 			p := f.p
 			if rp.ErrorCode == kerr.OffsetOutOfRange.Code && rp.LogStartOffset > p.LogEndOffset() {
 				// Our whole log lies below the leader's (its older segments

@@ -106,15 +106,12 @@ func (s *fetchSession) fill(req *kmsg.FetchRequest, parts []followed, hint []int
 			continue
 		}
 		s.forgot = append(s.forgot, k)
-		i, ok := forgotten[k.topic]
-		if !ok {
-			ft := kmsg.NewFetchRequestForgottenTopic()
-			ft.Topic = k.topic
-			req.ForgottenTopics = append(req.ForgottenTopics, ft)
-			i = len(req.ForgottenTopics) - 1
-			forgotten[k.topic] = i
-		}
-		req.ForgottenTopics[i].Partitions = append(req.ForgottenTopics[i].Partitions, k.index)
+		ft := topicEntry(&req.ForgottenTopics, forgotten, k.topic, func(name string) kmsg.FetchRequestForgottenTopic {
+			t := kmsg.NewFetchRequestForgottenTopic()
+			t.Topic = name
+			return t
+		})
+		ft.Partitions = append(ft.Partitions, k.index)
 	}
 }
 
@@ -122,21 +119,31 @@ func (s *fetchSession) fill(req *kmsg.FetchRequest, parts []followed, hint []int
 // topic) and records it as told.
 func (s *fetchSession) tell(req *kmsg.FetchRequest, byTopic map[string]int, k partKey, st sentPart) {
 	s.told[k] = st
-	i, ok := byTopic[k.topic]
-	if !ok {
-		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic = k.topic
-		req.Topics = append(req.Topics, rt)
-		i = len(req.Topics) - 1
-		byTopic[k.topic] = i
-	}
+	rt := topicEntry(&req.Topics, byTopic, k.topic, func(name string) kmsg.FetchRequestTopic {
+		t := kmsg.NewFetchRequestTopic()
+		t.Topic = name
+		return t
+	})
 	rp := kmsg.NewFetchRequestTopicPartition()
 	rp.Partition = k.index
 	rp.CurrentLeaderEpoch = st.epoch
 	rp.FetchOffset = st.offset
 	rp.LogStartOffset = st.logStart
 	rp.PartitionMaxBytes = replicaPartMaxBytes
-	req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	rt.Partitions = append(rt.Partitions, rp)
+}
+
+// topicEntry returns list's entry for topic, appending one made by mk the
+// first time (byTopic holds where each topic sits). The pointer is valid
+// until list grows again.
+func topicEntry[T any](list *[]T, byTopic map[string]int, topic string, mk func(string) T) *T {
+	i, ok := byTopic[topic]
+	if !ok {
+		*list = append(*list, mk(topic))
+		i = len(*list) - 1
+		byTopic[topic] = i
+	}
+	return &(*list)[i]
 }
 
 // answered records the leader's answer to the request fill built. It

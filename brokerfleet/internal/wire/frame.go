@@ -87,15 +87,8 @@ func ReadBodyInto(r io.Reader, size int, buf []byte, grow func(n int) error) ([]
 		return nil, fmt.Errorf("wire: a %d-byte buffer for a %d-byte frame", cap(buf), size)
 	}
 	buf = buf[:size]
-	have := 0
-	for have < size {
-		next := min(size, frameChunk)
-		if have > 0 {
-			next = 8 * have // ReadBody's steps
-			if size < 2*next {
-				next = size
-			}
-		}
+	for have := 0; have < size; {
+		next := growTo(have, size)
 		if grow != nil {
 			if err := grow(next - have); err != nil {
 				return nil, err
@@ -109,6 +102,21 @@ func ReadBodyInto(r io.Reader, size int, buf []byte, grow func(n int) error) ([]
 	return buf, nil
 }
 
+// growTo is how far a frame's buffer of size bytes grows from have
+// bytes: its first 64 KiB, then eightfold per step (straight to size
+// once that is less than twice as far), so a frame of 4 MiB costs a copy
+// of its first 576 KiB, and a peer still has to send an eighth of what
+// it makes the broker allocate.
+func growTo(have, size int) int {
+	if have == 0 {
+		return min(size, frameChunk)
+	}
+	if next := 8 * have; size >= 2*next {
+		return next
+	}
+	return size
+}
+
 func readBody(r io.Reader, size int, buf []byte, eager int, grow func(int) error) ([]byte, error) {
 	switch {
 	case size <= cap(buf):
@@ -116,7 +124,7 @@ func readBody(r io.Reader, size int, buf []byte, eager int, grow func(int) error
 	case size <= eager:
 		buf = make([]byte, size, min(eager, 1<<bits.Len(uint(size-1))))
 	default:
-		n := min(size, frameChunk)
+		n := growTo(0, size)
 		if grow != nil {
 			if err := grow(n); err != nil {
 				return nil, err
@@ -128,14 +136,7 @@ func readBody(r io.Reader, size int, buf []byte, eager int, grow func(int) error
 		return nil, err
 	}
 	for len(buf) < size {
-		// Grow eightfold per step (straight to the frame's size once
-		// that is less than twice as far): a frame of 4 MiB costs a copy
-		// of its first 576 KiB, and a peer still has to send an eighth of
-		// what it makes the broker allocate.
-		next := 8 * len(buf)
-		if size < 2*next {
-			next = size
-		}
+		next := growTo(len(buf), size)
 		if grow != nil {
 			if err := grow(next - len(buf)); err != nil {
 				return nil, err

@@ -36,7 +36,7 @@ func main() {
 func run() error {
 	expectedPath := flag.String("expected", "e2e/compat/expected-failures.txt", "the list of tests expected to fail, with reasons")
 	records := flag.Int("records", 20000, "KGO_TEST_RECORDS: records each produce/consume test moves")
-	timeout := flag.Duration("timeout", 12*time.Minute, "go test -timeout of the main run (it takes about 4 minutes; listed expected failures are skipped here and run alone under -hang-timeout, so a test waiting on a missing feature cannot hold CI)")
+	timeout := flag.Duration("timeout", 12*time.Minute, "go test -timeout of the main run (about 2 minutes on the 2-core VM; listed expected failures are skipped here and run alone under -hang-timeout, so a test waiting on a missing feature cannot hold CI)")
 	hangTimeout := flag.Duration("hang-timeout", 90*time.Second, "go test -timeout of each listed expected failure, run alone")
 	run := flag.String("run", "", "only these tests (go test -run), for working on one; the verdict then covers only them")
 	keep := flag.Bool("keep", false, "keep the temporary directory (the suite's copy, the cluster's data and logs)")
