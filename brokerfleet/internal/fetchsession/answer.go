@@ -49,7 +49,7 @@ func (f *Fetch) Finish(resp *kmsg.FetchResponse) {
 	f.c.mu.Lock()
 	defer f.c.mu.Unlock()
 	s := f.s
-	var fed map[key]bool
+	fed := s.fedSpare[:0]
 	topics := resp.Topics[:0]
 	for _, rt := range resp.Topics {
 		parts := rt.Partitions[:0]
@@ -63,11 +63,9 @@ func (f *Fetch) Finish(resp *kmsg.FetchResponse) {
 				if rp.ErrorCode != 0 {
 					p.toldHWM, p.toldStart = -1, -1
 				}
-				if len(rp.RecordBatches) > 0 {
-					if fed == nil {
-						fed = map[key]bool{}
-					}
-					fed[k] = true
+				if len(rp.RecordBatches) > 0 && !p.fed {
+					p.fed = true
+					fed = append(fed, p)
 				}
 			}
 			if keep {
@@ -81,17 +79,21 @@ func (f *Fetch) Finish(resp *kmsg.FetchResponse) {
 	}
 	resp.Topics = topics
 	if len(fed) > 0 && len(fed) < len(s.order) {
+		// The fed parts go last, in the order they were answered.
 		next := s.orderSpare[:0]
-		last := make([]key, 0, len(fed))
-		for _, k := range s.order {
-			if fed[k] {
-				last = append(last, k)
-			} else {
-				next = append(next, k)
+		for _, p := range s.order {
+			if !p.fed {
+				next = append(next, p)
 			}
 		}
-		s.orderSpare, s.order = s.order[:0], append(next, last...)
+		clear(s.order)
+		s.orderSpare, s.order = s.order[:0], append(next, fed...)
 	}
+	for _, p := range fed {
+		p.fed = false
+	}
+	clear(fed)
+	s.fedSpare = fed[:0]
 	s.lastUsed = f.c.opts.Clock.Now()
 	if f.Parts != nil {
 		clear(f.Parts) // no topic names or quiet notes kept alive by the spare

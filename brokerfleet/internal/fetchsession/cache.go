@@ -92,6 +92,8 @@ type Part struct {
 	// it had nothing to tell a follower (Fetch.NoteQuiet); nil again once
 	// the client sends the partition anew.
 	Quiet any
+
+	fed bool // Finish: the answer carried its records
 }
 
 type key struct {
@@ -107,7 +109,7 @@ type session struct {
 	created  time.Time
 	lastUsed time.Time
 	parts    map[key]*Part
-	order    []key        // fetch order: partitions that returned data move last
+	order    []*Part      // fetch order (the parts' entries): partitions that returned data move last
 	clock    atomic.Int64 // Fetch.Clock
 
 	// spare is the array of a finished fetch's Parts, for the next
@@ -116,7 +118,11 @@ type session struct {
 	spare []Part
 	// orderSpare is the array of the order before the last (Finish
 	// builds the next order in it).
-	orderSpare []key
+	orderSpare []*Part
+	// fedSpare is Finish's list of the parts its answer fed.
+	fedSpare []*Part
+	// aux is the broker's own state of the session (Fetch.Aux).
+	aux any
 }
 
 func (s *session) privileged() bool { return s.owner.Replica >= 0 }
@@ -185,7 +191,10 @@ func (f *Fetch) Clock() *atomic.Int64 {
 }
 
 // NoteQuiet sets the Quiet note of the session's partitions at the given
-// indexes of f.Parts (a fetch's notes, taken at once).
+// indexes of f.Parts (a fetch's notes, taken at once, in order: the last
+// for an index wins; nil drops a note). A partition the client has sent
+// anew since this fetch began (another fetch of the session) keeps the
+// note it has.
 func (f *Fetch) NoteQuiet(idx []int, notes []any) {
 	if f.s == nil || len(idx) == 0 {
 		return
@@ -193,10 +202,28 @@ func (f *Fetch) NoteQuiet(idx []int, notes []any) {
 	f.c.mu.Lock()
 	defer f.c.mu.Unlock()
 	for n, i := range idx {
-		if p := f.s.parts[key{f.Parts[i].Topic, f.Parts[i].Partition}]; p != nil {
+		fp := &f.Parts[i]
+		if p := f.s.parts[key{fp.Topic, fp.Partition}]; p != nil && p.FetchOffset == fp.FetchOffset &&
+			p.LogStartOffset == fp.LogStartOffset && p.LeaderEpoch == fp.LeaderEpoch {
 			p.Quiet = notes[n]
 		}
 	}
+}
+
+// Aux returns the broker's own state of the fetch's session, made by
+// init at its first use; nil for a sessionless fetch. The session keeps
+// it until it ends; the broker guards it (two fetches of one session may
+// run at once, on two connections).
+func (f *Fetch) Aux(init func() any) any {
+	if f.s == nil {
+		return nil
+	}
+	f.c.mu.Lock()
+	defer f.c.mu.Unlock()
+	if f.s.aux == nil {
+		f.s.aux = init()
+	}
+	return f.s.aux
 }
 
 // Session returns the fetch's session id (0: none).
@@ -247,7 +274,7 @@ func (c *Cache) Begin(req *kmsg.FetchRequest, o Owner) (*Fetch, error) {
 		}
 		np := p
 		s.parts[k] = &np
-		s.order = append(s.order, k)
+		s.order = append(s.order, &np)
 	}
 	for _, ft := range req.ForgottenTopics {
 		for _, idx := range ft.Partitions {
@@ -255,7 +282,7 @@ func (c *Cache) Begin(req *kmsg.FetchRequest, o Owner) (*Fetch, error) {
 		}
 	}
 	if len(s.parts) != len(s.order) {
-		s.order = slices.DeleteFunc(s.order, func(k key) bool { return s.parts[k] == nil })
+		s.order = slices.DeleteFunc(s.order, func(p *Part) bool { return s.parts[key{p.Topic, p.Partition}] != p })
 	}
 	c.parts += len(s.parts) - before
 	if c.parts > c.opts.MaxPartitions {
@@ -301,8 +328,8 @@ func (s *session) snapshot() []Part {
 	if cap(out) < len(s.order) {
 		out = make([]Part, 0, len(s.order))
 	}
-	for _, k := range s.order {
-		out = append(out, *s.parts[k])
+	for _, p := range s.order {
+		out = append(out, *p)
 	}
 	return out
 }
@@ -319,7 +346,7 @@ func (c *Cache) create(o Owner, parts []Part, now time.Time) *session {
 		}
 		np := p
 		s.parts[k] = &np
-		s.order = append(s.order, k)
+		s.order = append(s.order, &np)
 	}
 	n := len(s.parts)
 	if n > c.opts.MaxPartitions {

@@ -274,3 +274,50 @@ func TestPartitionBudget(t *testing.T) {
 	require.Zero(t, sessions)
 	require.Zero(t, parts)
 }
+
+// TestQuietNotesAndAux: a fetch's quiet notes land in the session at
+// once, the last for a part winning and nil dropping one; a part the
+// client sent anew meanwhile (a second fetch of the session, on another
+// connection) keeps what it has. The broker's own state of a session is
+// made once and lives with it.
+func TestQuietNotesAndAux(t *testing.T) {
+	c := New(Options{Slots: 10})
+	f, err := c.Begin(fetch(0, 0, "t", []int32{0, 1, 2, 3}, 5), follower)
+	require.NoError(t, err)
+	resp := answer(f, 5)
+	f.Finish(resp)
+	id := resp.SessionID
+
+	made := 0
+	aux := func() any { made++; return &made }
+	f1, err := c.Begin(fetch(id, 1, "t", nil, 0), follower)
+	require.NoError(t, err)
+	require.Same(t, &made, f1.Aux(aux))
+	f2, err := c.Begin(fetch(id, 2, "t", []int32{1}, 9), follower)
+	require.NoError(t, err)
+	require.Same(t, &made, f2.Aux(aux))
+	require.Equal(t, 1, made, "made at its first use only")
+	f2.Finish(answer(f2, 5))
+	f1.NoteQuiet([]int{0, 1, 2, 3, 3}, []any{"a", "b", "c", "d", nil})
+	f1.Finish(answer(f1, 5))
+
+	f, err = c.Begin(fetch(id, 3, "t", nil, 0), follower)
+	require.NoError(t, err)
+	notes := map[int32]any{}
+	for _, p := range f.Parts {
+		notes[p.Partition] = p.Quiet
+	}
+	require.Equal(t, map[int32]any{0: "a", 1: nil, 2: "c", 3: nil}, notes,
+		"t-1 was sent anew after f1 began; t-3's last note was nil")
+	// Records for two parts: both go last, in the order answered.
+	f.Finish(answer(f, 5, 2, 0))
+	f, err = c.Begin(fetch(id, 4, "t", nil, 0), follower)
+	require.NoError(t, err)
+	require.Equal(t, []int32{1, 3, 0, 2}, order(f))
+	f.Finish(answer(f, 5))
+
+	f, err = c.Begin(fetch(0, -1, "t", []int32{0}, 0), follower)
+	require.NoError(t, err)
+	require.Nil(t, f.Aux(aux), "a sessionless fetch has no state to keep")
+	f.Finish(answer(f, 5))
+}
