@@ -112,19 +112,22 @@ func handleFetch(b *Broker, cc *clientConn, req *kmsg.FetchRequest) func() kmsg.
 		// broker has not applied yet: catch up before answering
 		// NOT_LEADER or UNKNOWN_LEADER_EPOCH. A consumer reading from a
 		// follower (KIP-392) treats it as a replica, not as the leader.
+		r := &fetchRead{b: b, cc: cc, req: req, f: f, readable: sessionRule(b, cc, req.ReplicaID >= 0)}
+		r.skip.begin(f, req.ReplicaID)
+		defer r.skip.abandon()
 		s := b.cat.Snapshot()
 		ahead := false
 		for i := range f.Parts {
 			fp := &f.Parts[i]
-			if n, ok := fp.Quiet.(*quietNote); ok && n.snap == s {
-				continue // not ahead when noted, and nothing moved since
+			if r.skip.noted(fp, s) {
+				continue // not ahead when noted, and the catalog is as it was
 			}
 			ahead = ahead || aheadOfView(s, fp.Topic, fp.Partition, fp.LeaderEpoch, req.ReplicaID >= 0)
 		}
 		catchUpIf(b, cc.ctx, ahead)
-		r := &fetchRead{b: b, cc: cc, req: req, f: f, readable: sessionRule(b, cc, req.ReplicaID >= 0)}
 		resp := r.serve()
 		f.NoteQuiet(r.quietIdx, r.quietNotes)
+		r.skip.end()
 		f.Finish(resp)
 		r.bufs.sendWith(resp) // released once written (conn.go)
 		return resp
@@ -169,22 +172,12 @@ type fetchRead struct {
 	readable func(topic string) bool // nil: ACLs off
 	bufs     fetchBufs               // the pooled buffers of the newest read
 
-	// The quiet notes this fetch took (fetchsession.Fetch.NoteQuiet).
+	// The quiet notes this fetch took and dropped, in order (nil: dropped;
+	// fetchsession.Fetch.NoteQuiet), and its use of the session's
+	// position (quietskip.go).
 	quietIdx   []int
 	quietNotes []any
-}
-
-// quietNote is what a follower's fetch session remembers of a partition
-// found quiet (fetchRead.quiet): while the catalog, the partition's log
-// end, high watermark and local log start are as they were, and the
-// follower sends nothing new of it, it is still quiet, and the session's
-// clock says the follower was caught up at each fetch, so nothing of the
-// partition is looked at. A 1,000-partition session's fetch costs a few
-// loads per partition then, not a lookup, a lock and a clock read each.
-type quietNote struct {
-	snap            *catalog.Snapshot
-	p               *partition.Partition
-	leo, hwm, start int64
+	skip       quietView
 }
 
 // followerNewsDelay is how long a follower's fetch whose only news is a
@@ -315,7 +308,13 @@ func (r *fetchRead) read() (resp *kmsg.FetchResponse, total int, now, moved bool
 	}
 	if r.req.ReplicaID >= 0 && r.f.Incremental() {
 		// Every quiet partition, noted or not, is caught up as of now.
-		r.f.Clock().Store(r.b.clock.Now().UnixNano())
+		now := r.b.clock.Now()
+		r.f.Clock().Store(now.UnixNano())
+		every := fullLookEvery
+		if r.b.cfg.quietFullLook > 0 {
+			every = r.b.cfg.quietFullLook
+		}
+		r.skip.refresh(&r.b.replicaWaiters, r.req.ReplicaID, s, now, every)
 	}
 	for i := range r.f.Parts {
 		fp := &r.f.Parts[i]
@@ -347,32 +346,60 @@ func (r *fetchRead) read() (resp *kmsg.FetchResponse, total int, now, moved bool
 // as caught up (ReplicaQuiet) and left out of the read, which otherwise
 // costs a lookup, the read and a response entry per partition per pass.
 //
-// A partition found quiet gets a quietNote (fp is the i-th of the
-// fetch's parts), and while the note holds it is quiet without asking.
+// A partition found quiet gets a note (fp is the i-th of the fetch's
+// parts; quietskip.go): the next reads and fetches skip it unseen until
+// the change log names it, and then look only at its offsets
+// (quietAgain), while the catalog is as it was. A 1,000-partition
+// session's fetch costs a bit test per quiet partition then, not a
+// lookup, a lock and a clock read each.
 func (r *fetchRead) quiet(s *catalog.Snapshot, fp *fetchsession.Part, i int) bool {
-	if r.req.ReplicaID < 0 || !r.f.Incremental() || (r.readable != nil && !r.readable(fp.Topic)) {
+	if r.req.ReplicaID < 0 || !r.f.Incremental() {
 		return false
 	}
-	if n, ok := fp.Quiet.(*quietNote); ok && n.snap == s && fp.FetchOffset == n.leo &&
-		n.p.LogEndOffset() == n.leo && n.p.HighWatermark() == n.hwm && n.p.LocalLogStartOffset() == n.start {
-		return true
+	if r.readable != nil && !r.readable(fp.Topic) {
+		r.unnote(fp, i)
+		return false
+	}
+	v := &r.skip
+	if p, ok := fp.Quiet.(*partition.Partition); ok && v.qs != nil && v.check {
+		if v.trust && !v.changed.has(p) {
+			return true
+		}
+		if quietAgain(fp, p) {
+			return true
+		}
 	}
 	p, leader, _ := servingReplica(s, r.req, fp.Topic, fp.Partition)
 	if p == nil || !leader || (fp.LeaderEpoch >= 0 && fp.LeaderEpoch != p.LeaderEpoch()) ||
-		aheadOfView(s, fp.Topic, fp.Partition, fp.LeaderEpoch, true) {
+		aheadOfView(s, fp.Topic, fp.Partition, fp.LeaderEpoch, true) || !quietAgain(fp, p) ||
+		!p.ReplicaQuiet(r.req.ReplicaID, fp.FetchOffset, fp.LogStartOffset, r.f.Clock()) {
+		r.unnote(fp, i)
 		return false
 	}
-	hwm, start := fp.Told()
-	if p.HighWatermark() != hwm || p.LocalLogStartOffset() != start {
-		return false
+	if v.qs != nil && fp.Quiet != p {
+		fp.Quiet = p // the next reads of this long poll
+		r.quietIdx, r.quietNotes = append(r.quietIdx, i), append(r.quietNotes, p)
 	}
-	if !p.ReplicaQuiet(r.req.ReplicaID, fp.FetchOffset, fp.LogStartOffset, r.f.Clock()) {
-		return false
-	}
-	n := &quietNote{snap: s, p: p, leo: fp.FetchOffset, hwm: hwm, start: start}
-	fp.Quiet = n // the next reads of this long poll
-	r.quietIdx, r.quietNotes = append(r.quietIdx, i), append(r.quietNotes, n)
 	return true
+}
+
+// quietAgain reports whether a noted partition is still quiet, as far as
+// its offsets tell: the follower asks from its log end and was told its
+// high watermark and local log start.
+func quietAgain(fp *fetchsession.Part, p *partition.Partition) bool {
+	hwm, start := fp.Told()
+	return fp.FetchOffset == p.LogEndOffset() && p.HighWatermark() == hwm && p.LocalLogStartOffset() == start
+}
+
+// unnote drops the i-th part's note, if it has one: it is not quiet.
+func (r *fetchRead) unnote(fp *fetchsession.Part, i int) {
+	if fp.Quiet == nil {
+		return
+	}
+	fp.Quiet = nil
+	if r.skip.qs != nil {
+		r.quietIdx, r.quietNotes = append(r.quietIdx, i), append(r.quietNotes, nil)
+	}
 }
 
 // readPartition answers one partition; total and remaining are the bytes

@@ -235,6 +235,10 @@ type Config struct {
 	// checker catches the acknowledged records a leader's death then
 	// hands out again.
 	UnsafeShareAckBeforeStore bool
+
+	// quietFullLook replaces fullLookEvery (quietskip.go) when positive:
+	// tests set it long, so that only the change log reveals a change.
+	quietFullLook time.Duration
 }
 
 // CleanerConfig is the log cleaner's part of Config.

@@ -124,3 +124,8 @@ func PoisonFetchBuffers(on bool) { poisonFetchBufs.Store(on) }
 // ReusedProduceFrames is how many produce frames were read into a pooled
 // buffer given back by an earlier one (framepool.go), in this process.
 func ReusedProduceFrames() int64 { return reusedFrames.Load() }
+
+// SetQuietFullLook sets how often a follower session's read looks at
+// every partition it noted quiet (quietskip.go): long, only the change
+// log brings a noted partition's news.
+func SetQuietFullLook(c *Config, d time.Duration) { c.quietFullLook = d }

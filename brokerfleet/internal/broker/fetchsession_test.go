@@ -438,7 +438,7 @@ func TestFollowerFetchSessionBytes(t *testing.T) {
 	require.EqualValues(t, 20, total)
 
 	// Idle past ReplicaLagMax: the idle fetches skip their quiet
-	// partitions without touching them (quietNote), and the session's
+	// partitions without touching them (quietskip.go), and the session's
 	// clock alone keeps each follower in sync.
 	time.Sleep(3 * time.Second)
 	inSync := 0

@@ -54,7 +54,7 @@ type Options struct {
 	// partition's newest append (partition.Options.Observe).
 	ObserveStage func(partition.Stage, time.Duration)
 	// WakeReplicas is every local partition's Options.WakeReplicas.
-	WakeReplicas func(replicas []int32)
+	WakeReplicas func(p *partition.Partition, replicas []int32)
 }
 
 // Catalog owns the broker's view of the cluster; see the package comment.

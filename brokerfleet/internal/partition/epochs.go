@@ -97,6 +97,7 @@ func (p *Partition) TruncateTo(epoch int32, offset int64) error {
 	p.repMu.Lock()
 	p.rep.durable = min(p.rep.durable, offset)
 	p.repMu.Unlock()
+	p.wakeReplicas() // a follower's log end moved back (Options.WakeReplicas)
 	return nil
 }
 

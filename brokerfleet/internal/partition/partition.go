@@ -50,9 +50,11 @@ type Options struct {
 	// Observe, if set, receives the replication stages of the newest
 	// append as a leader sees them (stages.go).
 	Observe func(Stage, time.Duration)
-	// WakeReplicas, if set, is called with the partition's replicas
-	// whenever its records, high watermark, log start or role change.
-	WakeReplicas func(replicas []int32)
+	// WakeReplicas, if set, is called with the partition and its
+	// replicas whenever its records, high watermark, local log start or
+	// role change. Every change of LogEndOffset, HighWatermark and
+	// LocalLogStartOffset calls it after the new value is stored.
+	WakeReplicas func(p *Partition, replicas []int32)
 }
 
 // Partition is one partition's leader state.
@@ -83,7 +85,7 @@ type Partition struct {
 	rep   replication
 
 	observe     func(Stage, time.Duration) // nil: stages not timed
-	wake        func(replicas []int32)     // Options.WakeReplicas
+	wake        func(*Partition, []int32)  // Options.WakeReplicas
 	markEnd     atomic.Int64               // the newest append's end (stages.go)
 	markAt      atomic.Int64               // its time, in Unix nanoseconds
 	committedAt atomic.Int64               // when the high watermark passed it; 0: not yet
@@ -330,7 +332,7 @@ func (p *Partition) wakeReplicas() {
 	p.repMu.Lock()
 	replicas := p.rep.replicas // replaced, never changed in place
 	p.repMu.Unlock()
-	p.wake(replicas)
+	p.wake(p, replicas)
 }
 
 func (p *Partition) signal(set map[chan struct{}]struct{}) {
@@ -487,8 +489,10 @@ func (p *Partition) Maintain() error {
 	if _, err := p.log.ApplyRetentionBelow(retention, retentionBytes, limit); err != nil {
 		return err
 	}
-	p.logStart.Store(p.log.StartOffset())
-	p.dropAbortedBelow(p.logStart.Load())
+	if start := p.log.StartOffset(); p.logStart.Swap(start) != start {
+		p.dropAbortedBelow(start)
+		p.wakeReplicas() // followers are told the new local log start
+	}
 	return nil
 }
 
