@@ -58,10 +58,12 @@ func (l *Log) ApplyRetention(retention time.Duration, retentionBytes int64) (rem
 }
 
 // ApplyRetentionBelow is ApplyRetention that deletes only segments lying
-// wholly below limit: with an object tier, local segments go only once
-// they are uploaded. With a limit it never rolls the active segment (that
-// is segment.bytes' and segment.ms' job; rolling on every check would
-// upload a stream of tiny segments).
+// wholly below limit: a leader's high watermark (Kafka deletes nothing
+// its followers may still need), and with an object tier the upload end
+// as well. It rolls the expired active segment only when the whole log
+// lies below limit: an upload end never reaches the active segment, so a
+// tiered log is not rolled on every check (that would upload a stream of
+// tiny segments; rolling is segment.bytes' and segment.ms' job).
 func (l *Log) ApplyRetentionBelow(retention time.Duration, retentionBytes, limit int64) (removed int, err error) {
 	l.flush.acquire()
 	defer l.flush.release()
@@ -77,7 +79,7 @@ func (l *Log) ApplyRetentionBelow(retention time.Duration, retentionBytes, limit
 		for n < len(l.segs) && !l.segs[n].empty() && l.segs[n].idx.maxTs < cutoff {
 			n++
 		}
-		if n == len(l.segs) && limit == math.MaxInt64 { // the non-empty active segment is expired too
+		if n == len(l.segs) && l.active().next <= limit { // the non-empty active segment is expired too
 			if err := l.roll(); err != nil {
 				return 0, fmt.Errorf("segment: apply retention: %w", err)
 			}

@@ -265,6 +265,27 @@ func TestApplyRetentionBelowKeepsWhatIsNotUploaded(t *testing.T) {
 	require.Equal(t, left-1, removed, "without a limit, all but the active segment")
 }
 
+// TestApplyRetentionBelowRollsOnlyWhatLiesBelow: an expired active
+// segment is rolled (and so the log emptied) only when the whole log is
+// below the limit, a high watermark at the log end; a limit below it (an
+// uncommitted tail, an upload end) keeps the active segment and what
+// lies above the limit.
+func TestApplyRetentionBelowRollsOnlyWhatLiesBelow(t *testing.T) {
+	clock := newFakeClock()
+	clock.t = time.UnixMilli(10_000)
+	l := timedLog(t, NewMemFS(), clock) // segments [0,3) [3,6) [6,9), all expired at cutoff 9,999
+	n, err := l.ApplyRetentionBelow(time.Millisecond, -1, 8)
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "the closed segments below 8")
+	require.Equal(t, int64(6), l.StartOffset())
+	require.Len(t, l.Segments(), 1, "an active segment reaching past the limit is not rolled")
+	n, err = l.ApplyRetentionBelow(time.Millisecond, -1, 9)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "committed to the log end: rolled and deleted")
+	require.Equal(t, int64(9), l.StartOffset())
+	require.Equal(t, int64(9), l.NextOffset())
+}
+
 func TestOpenSegmentOutlivesDeletion(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	for _, fs := range []FS{NewMemFS(), OS()} {

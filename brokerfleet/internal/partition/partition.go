@@ -486,6 +486,10 @@ func (p *Partition) Maintain() error {
 			retention = 0
 		}
 	}
+	// Nothing above the high watermark goes, as in Kafka: a follower may
+	// still need it, and it is not committed (a replica opened from disk
+	// keeps its whole log until the ISR proves the high watermark).
+	limit = min(limit, p.hwm.Load())
 	if _, err := p.log.ApplyRetentionBelow(retention, retentionBytes, limit); err != nil {
 		return err
 	}

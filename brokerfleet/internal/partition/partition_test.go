@@ -969,6 +969,39 @@ func TestMaintainAppliesRetention(t *testing.T) {
 	require.EqualValues(t, 20, p.LogEndOffset())
 }
 
+// TestRetentionKeepsWhatIsNotCommitted: as in Kafka, retention deletes
+// only segments below the high watermark, so a follower that is behind
+// still finds what it has not fetched, and an uncommitted tail is never
+// dropped by size or time.
+func TestRetentionKeepsWhatIsNotCommitted(t *testing.T) {
+	cfg := testConfig(topic.DurabilityReplicated)
+	cfg.SegmentBytes = topic.MinSegmentBytes
+	p, l := newPartition(t, segment.NewMemFS(), cfg, time.Now)
+	p.SetReplication(1, true, []int32{1, 2}, []int32{1, 2})
+	for range 20 {
+		mustAppend(t, p, spec{ts: []int64{time.Now().Add(-time.Hour).UnixMilli()}, valueLen: 200})
+	}
+	require.Greater(t, len(l.Segments()), 3)
+	require.Zero(t, p.HighWatermark(), "the follower has fetched nothing")
+
+	cfg.RetentionBytes, cfg.Retention = 0, time.Minute // everything is over both limits
+	p.SetConfig(cfg)
+	require.NoError(t, p.Maintain())
+	require.Zero(t, p.LocalLogStartOffset(), "retention deleted what the follower has not fetched")
+
+	p.ReplicaFetched(2, 10, 0)
+	require.EqualValues(t, 10, p.HighWatermark())
+	require.NoError(t, p.Maintain())
+	start := p.LocalLogStartOffset()
+	require.Positive(t, start)
+	require.LessOrEqual(t, start, int64(10), "deleted past the high watermark")
+	require.Greater(t, l.Segments()[0].NextOffset, int64(10), "a segment wholly below the high watermark was kept")
+
+	p.ReplicaFetched(2, 20, 0)
+	require.NoError(t, p.Maintain())
+	require.EqualValues(t, 20, p.LocalLogStartOffset(), "committed and expired: the log empties")
+}
+
 func TestClose(t *testing.T) {
 	for _, durability := range []string{topic.DurabilityReplicated, topic.DurabilityFsync} {
 		t.Run(durability, func(t *testing.T) {
