@@ -237,6 +237,7 @@ func (l *Log) append(batches []byte, gaps bool) error {
 	p := pos
 	_ = Split(batches, func(h Header, b []byte) error {
 		s.idx.add(s.rel(h.BaseOffset), uint32(p), h.MaxTimestamp, l.interval)
+		s.tail = appendTail(s.tail, tailBatch{pos: uint32(p), lastRel: s.rel(h.LastOffset()), size: uint32(len(b)), records: h.NumRecords})
 		p += int64(len(b))
 		return nil
 	})
@@ -289,6 +290,7 @@ func (l *Log) roll() error {
 	}
 	l.flush.advance(old.next)
 	old.idx.finalize()
+	old.tail = nil // closed: reads there are rare, the tail's memory is not
 	if err := l.writeIndexFiles(old); err != nil {
 		return fmt.Errorf("roll segment %d: %w", old.base, err)
 	}

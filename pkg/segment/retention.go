@@ -183,6 +183,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	// Memory follows the cut even if it fails: the log refuses writes then,
 	// and reads must not reach for bytes the file may no longer hold.
 	s.idx, s.size, s.next = idx, pos, end
+	s.tail = nil // unknown again until the next append
 	if !wasActive {
 		s.created = l.now() // reopened for appends: its segment.ms age restarts
 	}

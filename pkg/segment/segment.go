@@ -36,6 +36,38 @@ type segment struct {
 	file    File
 	idx     segIndex
 	created time.Time // when the segment got its first batch (for segment.ms)
+	// tail holds what walk needs of the newest batches appended to the
+	// active segment since it was opened or last truncated, so a read at
+	// the log end (a follower's, a consumer's at the tail) finds its
+	// batches without reading their headers back from the file. Invariant:
+	// the entries are contiguous and the last one ends at size; empty
+	// means unknown (walk reads the headers then).
+	tail []tailBatch
+}
+
+// tailBatch is what walk needs of one batch's header, in 16 bytes.
+type tailBatch struct {
+	pos     uint32 // in the file
+	lastRel uint32 // last offset, relative to the segment base
+	size    uint32
+	records int32
+}
+
+// tailKeep is how many batches a tail keeps at least once it has that
+// many: a follower reads what was appended since its last fetch, a few
+// batches per partition at any partition count. It holds at most twice
+// as many (appendTail drops the older half when full): 512 bytes for a
+// partition that takes appends, none for one that does not.
+const tailKeep = 16
+
+// appendTail returns t with b appended, the older half dropped first
+// when t holds 2*tailKeep entries (amortized: one copy per tailKeep
+// appends, in the backing array t already has).
+func appendTail(t []tailBatch, b tailBatch) []tailBatch {
+	if len(t) == 2*tailKeep {
+		t = t[:copy(t, t[tailKeep:])]
+	}
+	return append(t, b)
 }
 
 func (s *segment) empty() bool { return s.size == 0 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"sync"
 )
 
@@ -149,47 +150,68 @@ var headerBufs = sync.Pool{New: func() any { return new([4 << 10]byte) }}
 // walk finds the batches read would return, from the headers alone: a
 // Span without a descriptor, and whether the read may continue into the
 // next segment. It follows read's rules exactly (positions absolute).
+// From the segment's tail, when it reaches back to winStart, it reads no
+// header from the file.
 func (s *segment) walk(offset, winStart, end, winEnd int64, lim *readLimits) (*Span, bool, error) {
 	sp := &Span{Pos: -1}
-	bp := headerBufs.Get().(*[4 << 10]byte)
-	defer headerBufs.Put(bp)
-	buf := bp[:]
+	tail := s.tail
+	if len(tail) > 0 && int64(tail[0].pos) <= winStart {
+		// winStart is where a batch starts (an index entry, or 0).
+		tail = tail[sort.Search(len(tail), func(i int) bool { return int64(tail[i].pos) >= winStart }):]
+	} else {
+		tail = nil
+	}
+	var buf []byte
 	bufAt, bufLen := int64(0), 0 // buf holds the file's [bufAt, bufAt+bufLen)
 	last := int64(0)             // size of the previous batch
 	pos := winStart
 	cont := true
 	for pos < end {
-		if s.size-pos < HeaderSize {
-			cont = false
-			break
-		}
-		if pos < bufAt || pos+HeaderSize > bufAt+int64(bufLen) {
-			// Batches larger than the buffer are jumped over: read only
-			// the next header then.
-			want := min(int64(len(buf)), s.size-pos)
-			if last >= int64(len(buf)) {
-				want = HeaderSize
+		var b tailBatch
+		if tail != nil {
+			if len(tail) == 0 || int64(tail[0].pos) != pos {
+				return sp, false, fmt.Errorf("segment %d: tail does not reach %d: %w", s.base, pos, ErrCorrupt)
 			}
-			k, err := s.file.ReadAt(buf[:want], pos)
-			if int64(k) < want {
-				if err == nil || errors.Is(err, io.EOF) {
-					err = io.ErrUnexpectedEOF
+			b, tail = tail[0], tail[1:]
+		} else {
+			if s.size-pos < HeaderSize {
+				cont = false
+				break
+			}
+			if pos < bufAt || pos+HeaderSize > bufAt+int64(bufLen) {
+				if buf == nil {
+					bp := headerBufs.Get().(*[4 << 10]byte)
+					defer headerBufs.Put(bp)
+					buf = bp[:]
 				}
-				return sp, false, fmt.Errorf("read segment %d header at %d: %w", s.base, pos, err)
+				// Batches larger than the buffer are jumped over: read
+				// only the next header then.
+				want := min(int64(len(buf)), s.size-pos)
+				if last >= int64(len(buf)) {
+					want = HeaderSize
+				}
+				k, err := s.file.ReadAt(buf[:want], pos)
+				if int64(k) < want {
+					if err == nil || errors.Is(err, io.EOF) {
+						err = io.ErrUnexpectedEOF
+					}
+					return sp, false, fmt.Errorf("read segment %d header at %d: %w", s.base, pos, err)
+				}
+				bufAt, bufLen = pos, k
 			}
-			bufAt, bufLen = pos, k
+			h, err := ParseHeader(buf[pos-bufAt : pos-bufAt+HeaderSize])
+			if err != nil {
+				return sp, false, fmt.Errorf("read segment %d at %d: %w", s.base, pos, err)
+			}
+			b = tailBatch{pos: uint32(pos), lastRel: s.rel(h.LastOffset()), size: uint32(h.Size()), records: h.NumRecords}
 		}
-		h, err := ParseHeader(buf[pos-bufAt : pos-bufAt+HeaderSize])
-		if err != nil {
-			return sp, false, fmt.Errorf("read segment %d at %d: %w", s.base, pos, err)
-		}
-		size := int64(h.Size())
+		size, lastOffset := int64(b.size), s.base+int64(b.lastRel)
 		last = size
-		if h.LastOffset() < offset {
+		if lastOffset < offset {
 			pos += size
 			continue
 		}
-		if h.LastOffset() >= lim.maxOffset || (!lim.first && size > lim.budget) {
+		if lastOffset >= lim.maxOffset || (!lim.first && size > lim.budget) {
 			cont = false
 			break
 		}
@@ -204,8 +226,8 @@ func (s *segment) walk(offset, winStart, end, winEnd int64, lim *readLimits) (*S
 		if sp.Pos < 0 {
 			sp.Pos = pos
 		}
-		sp.Records += int(h.NumRecords)
-		sp.LastOffset = h.LastOffset()
+		sp.Records += int(b.records)
+		sp.LastOffset = lastOffset
 		pos += size
 		lim.budget -= size
 		lim.first = false

@@ -103,3 +103,81 @@ func TestReadSpanMemFS(t *testing.T) {
 	require.Nil(t, sp)
 	require.Equal(t, want, got)
 }
+
+// TestWalkTailMatchesHeaders: a walk that takes batches from the
+// segment's tail finds exactly the span that reading the headers from the
+// file does, as appends (one to many batches at a time, some larger than
+// walk's header buffer), truncations and rolls go on; and the active
+// segment's tail does cover reads at the log end.
+func TestWalkTailMatchesHeaders(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 4))
+	l := openLog(t, Options{FS: OS(), Dir: t.TempDir(), IndexIntervalBytes: 1 << 10, SegmentBytes: 256 << 10})
+	t.Cleanup(func() { _ = l.Close() })
+	var bs []testBatch
+	off := int64(0)
+	fromTail := 0
+	for round := range 400 {
+		if round%50 == 49 && len(bs) > 10 {
+			// A follower cutting its log back: the tail is unknown again.
+			k := len(bs) - 1 - rng.IntN(8)
+			require.NoError(t, l.TruncateTo(bs[k].base))
+			bs, off = bs[:k], bs[k].base
+		}
+		var add []testBatch
+		for range 1 + rng.IntN(3) {
+			n := 1 + rng.IntN(4)
+			size := rng.IntN(3000)
+			if rng.IntN(10) == 0 {
+				size = 5000 + rng.IntN(20000) // larger than walk's buffer
+			}
+			add = append(add, testBatch{base: off, last: off + int64(n) - 1, data: makeBatch(off, n, 0, 0, size)})
+			off += int64(n)
+		}
+		var set []byte
+		for _, b := range add {
+			set = append(set, b.data...)
+		}
+		require.NoError(t, l.Append(set))
+		bs = append(bs, add...)
+
+		for range 8 {
+			// Mostly reads near the end, as followers do.
+			offset := off - rng.Int64N(min(off, 40)+1)
+			if rng.IntN(4) == 0 {
+				offset = rng.Int64N(off + 1)
+			}
+			maxBytes := rng.IntN(100 << 10)
+			maxOffset := offset + rng.Int64N(off-offset+5)
+			l.mu.RLock()
+			i := l.find(offset)
+			s := l.segs[i]
+			var got, want *Span
+			var gotCont, wantCont bool
+			var gotErr, wantErr error
+			var gotLim, wantLim readLimits
+			if offset < s.next && offset < maxOffset {
+				lim := readLimits{budget: int64(maxBytes), maxOffset: maxOffset, first: true, minSpan: 1}
+				winStart, end, winEnd, ok := s.window(offset, &lim)
+				if ok {
+					if len(s.tail) > 0 && int64(s.tail[0].pos) <= winStart {
+						fromTail++
+					}
+					gotLim, wantLim = lim, lim
+					got, gotCont, gotErr = s.walk(offset, winStart, end, winEnd, &gotLim)
+					tail := s.tail
+					s.tail = nil
+					want, wantCont, wantErr = s.walk(offset, winStart, end, winEnd, &wantLim)
+					s.tail = tail
+				}
+			}
+			l.mu.RUnlock() // before any require: a failed test closes the log
+			require.Equal(t, wantLim, gotLim, "offset %d", offset)
+			require.NoError(t, gotErr)
+			require.NoError(t, wantErr)
+			require.Equal(t, want, got, "offset %d maxBytes %d maxOffset %d", offset, maxBytes, maxOffset)
+			require.Equal(t, wantCont, gotCont, "offset %d", offset)
+		}
+	}
+	require.Greater(t, len(l.segs), 3, "the appends must roll segments")
+	require.Greater(t, fromTail, 1500, "most reads near the end must come from the tail")
+}
