@@ -155,11 +155,10 @@ var headerBufs = sync.Pool{New: func() any { return new([4 << 10]byte) }}
 func (s *segment) walk(offset, winStart, end, winEnd int64, lim *readLimits) (*Span, bool, error) {
 	sp := &Span{Pos: -1}
 	tail := s.tail
-	if len(tail) > 0 && int64(tail[0].pos) <= winStart {
+	fromTail := len(tail) > 0 && int64(tail[0].pos) <= winStart
+	if fromTail {
 		// winStart is where a batch starts (an index entry, or 0).
 		tail = tail[sort.Search(len(tail), func(i int) bool { return int64(tail[i].pos) >= winStart }):]
-	} else {
-		tail = nil
 	}
 	var buf []byte
 	bufAt, bufLen := int64(0), 0 // buf holds the file's [bufAt, bufAt+bufLen)
@@ -168,7 +167,7 @@ func (s *segment) walk(offset, winStart, end, winEnd int64, lim *readLimits) (*S
 	cont := true
 	for pos < end {
 		var b tailBatch
-		if tail != nil {
+		if fromTail {
 			if len(tail) == 0 || int64(tail[0].pos) != pos {
 				return sp, false, fmt.Errorf("segment %d: tail does not reach %d: %w", s.base, pos, ErrCorrupt)
 			}

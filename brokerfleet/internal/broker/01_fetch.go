@@ -310,11 +310,7 @@ func (r *fetchRead) read() (resp *kmsg.FetchResponse, total int, now, moved bool
 		// Every quiet partition, noted or not, is caught up as of now.
 		now := r.b.clock.Now()
 		r.f.Clock().Store(now.UnixNano())
-		every := fullLookEvery
-		if r.b.cfg.quietFullLook > 0 {
-			every = r.b.cfg.quietFullLook
-		}
-		r.skip.refresh(&r.b.replicaWaiters, r.req.ReplicaID, s, now, every)
+		r.skip.refresh(&r.b.replicaWaiters, r.req.ReplicaID, s, now, r.b.cfg.quietFullLook)
 	}
 	for i := range r.f.Parts {
 		fp := &r.f.Parts[i]

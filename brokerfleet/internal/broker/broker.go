@@ -129,6 +129,9 @@ func New(cfg Config) (*Broker, error) {
 		cfg.Logger = slog.Default()
 	}
 	cfg.Clock = clock.Or(cfg.Clock)
+	if cfg.quietFullLook <= 0 {
+		cfg.quietFullLook = fullLookEvery
+	}
 	if cfg.Lease.Clock == nil {
 		cfg.Lease.Clock = cfg.Clock
 	}

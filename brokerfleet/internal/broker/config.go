@@ -236,8 +236,9 @@ type Config struct {
 	// hands out again.
 	UnsafeShareAckBeforeStore bool
 
-	// quietFullLook replaces fullLookEvery (quietskip.go) when positive:
-	// tests set it long, so that only the change log reveals a change.
+	// quietFullLook is how often a follower session's read looks at every
+	// noted partition (quietskip.go); 0 is fullLookEvery. Tests set it
+	// long, so that only the change log reveals a change.
 	quietFullLook time.Duration
 }
 
